@@ -1,0 +1,116 @@
+"""Constant-memory summaries of a growing chain history.
+
+* :class:`OnlineMeanCov`: Welford's running mean and (maximum-likelihood) covariance.
+* :class:`Reservoir`: a uniform random subsample of fixed size of everything seen so far.
+
+Both use ``O(capacity)`` memory and ``O(1)``-in-``t`` work per new point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["OnlineMeanCov", "Reservoir"]
+
+
+@dataclass
+class OnlineMeanCov:
+    """Running mean and covariance (divisor ``n``) by Welford's algorithm.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(1).normal(size=(50, 3))
+    >>> acc = OnlineMeanCov(3)
+    >>> for x in X:
+    ...     acc.update(x)
+    >>> bool(np.allclose(acc.cov, np.cov(X.T, bias=True)))
+    True
+    """
+
+    dim: int
+    count: int = 0
+    mean: np.ndarray = field(init=False)
+    _m2: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.mean = np.zeros(self.dim)
+        self._m2 = np.zeros((self.dim, self.dim))
+
+    def update(self, x: np.ndarray) -> None:
+        """Add one point: ``O(dim^2)``."""
+        self.count += 1
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self._m2 += np.outer(delta, x - self.mean)
+
+    def update_batch(self, X: np.ndarray) -> None:
+        """Add the rows of ``X`` at once (Chan et al.'s pairwise combination)."""
+        X = np.atleast_2d(X)
+        m = X.shape[0]
+        if m == 0:
+            return
+        mean_b = X.mean(axis=0)
+        Xc = X - mean_b
+        m2_b = Xc.T @ Xc
+        n = self.count
+        delta = mean_b - self.mean
+        total = n + m
+        self.mean = self.mean + delta * (m / total)
+        self._m2 = self._m2 + m2_b + np.outer(delta, delta) * (n * m / total)
+        self.count = total
+
+    @property
+    def cov(self) -> np.ndarray:
+        """Covariance with divisor ``count`` (zeros before the first point)."""
+        m2 = 0.5 * (self._m2 + self._m2.T)
+        return m2 / self.count if self.count else m2
+
+
+@dataclass
+class Reservoir:
+    """Uniform random subsample (without replacement) of a stream of points.
+
+    Algorithm R (Vitter 1985): after ``t`` points each of them is in the reservoir with
+    probability ``min(1, capacity / t)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> res = Reservoir(capacity=3, dim=1)
+    >>> rng = np.random.default_rng(0)
+    >>> for i in range(10):
+    ...     res.add(np.array([float(i)]), rng)
+    >>> res.points.shape, res.seen
+    ((3, 1), 10)
+    """
+
+    capacity: int
+    dim: int
+    seen: int = 0
+    _data: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError("Reservoir capacity must be at least 1")
+        self._data = np.empty((self.capacity, self.dim))
+
+    def add(self, x: np.ndarray, rng: np.random.Generator) -> None:
+        """Offer one point to the reservoir."""
+        if self.seen < self.capacity:
+            self._data[self.seen] = x
+        else:
+            j = int(rng.integers(self.seen + 1))
+            if j < self.capacity:
+                self._data[j] = x
+        self.seen += 1
+
+    @property
+    def points(self) -> np.ndarray:
+        """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
+        return self._data[: min(self.seen, self.capacity)].copy()
+
+    def clear(self) -> None:
+        self.seen = 0

@@ -1,0 +1,113 @@
+"""Unit tests: robust Cholesky, Gaussian densities, online summaries, adaptation rules."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_kameleon.adaptation import GeometricSchedule, RobbinsMonro
+from pymc_kameleon.math.linalg import MultivariateNormal, safe_cholesky
+from pymc_kameleon.math.online import OnlineMeanCov, Reservoir
+
+
+def test_safe_cholesky_plain_singular_and_indefinite():
+    A = np.array([[4.0, 2.0], [2.0, 3.0]])
+    L, jitter = safe_cholesky(A)
+    assert jitter == 0.0
+    np.testing.assert_allclose(L @ L.T, A)
+
+    singular = np.ones((3, 3))
+    L, jitter = safe_cholesky(singular)
+    assert 0 < jitter < 1e-3
+    np.testing.assert_allclose(L @ L.T, singular + jitter * np.eye(3), atol=1e-12)
+
+    indefinite = np.diag([1.0, -1.0])
+    L, jitter = safe_cholesky(indefinite)
+    assert np.isnan(jitter) and np.all(np.isfinite(L))
+    with pytest.raises(ValueError, match="non-finite"):
+        safe_cholesky(np.array([[np.nan]]))
+
+
+def test_safe_cholesky_ill_conditioned_is_deterministic():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(50, 2))
+    A = V @ V.T  # rank 2 in 50 dimensions
+    L1, j1 = safe_cholesky(A)
+    L2, j2 = safe_cholesky(A)
+    assert j1 == j2 and np.array_equal(L1, L2)
+    assert np.all(np.isfinite(L1))
+
+
+def test_mvn_logpdf_and_sampling_match_scipy():
+    rng = np.random.default_rng(1)
+    cov = np.array([[2.0, 0.9, 0.0], [0.9, 1.0, 0.3], [0.0, 0.3, 0.5]])
+    mean = np.array([1.0, -1.0, 0.5])
+    q = MultivariateNormal.from_cov(mean, cov)
+    ref = stats.multivariate_normal(mean, cov)
+    for x in rng.normal(size=(4, 3)):
+        assert q.logpdf(x) == pytest.approx(ref.logpdf(x), rel=1e-12)
+    draws = np.array([q.sample(rng) for _ in range(20000)])
+    assert np.abs(np.cov(draws.T) - cov).max() < 0.08
+    assert np.abs(draws.mean(axis=0) - mean).max() < 0.05
+
+
+def test_welford_equals_batch_formulas():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4)) @ rng.normal(size=(4, 4)) + 5.0
+    seq = OnlineMeanCov(4)
+    for x in X:
+        seq.update(x)
+    np.testing.assert_allclose(seq.mean, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(seq.cov, np.cov(X.T, bias=True), rtol=1e-10)
+    chunked = OnlineMeanCov(4)
+    for chunk in np.array_split(X, 7):
+        chunked.update_batch(chunk)
+    np.testing.assert_allclose(chunked.cov, seq.cov, rtol=1e-10)
+    assert chunked.count == seq.count == 300
+
+
+def test_reservoir_is_uniform_over_the_stream():
+    capacity, n_stream, reps = 5, 40, 4000
+    rng = np.random.default_rng(3)
+    counts = np.zeros(n_stream)
+    for _ in range(reps):
+        res = Reservoir(capacity, 1)
+        for i in range(n_stream):
+            res.add(np.array([float(i)]), rng)
+        counts[res.points[:, 0].astype(int)] += 1
+    expected = reps * capacity / n_stream
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    assert stats.chi2(n_stream - 1).sf(chi2) > 1e-3
+    # a biased scheme (keep the first items) would be rejected by the same statistic
+    biased = np.zeros(n_stream)
+    biased[:capacity] = reps
+    assert stats.chi2(n_stream - 1).sf(np.sum((biased - expected) ** 2 / expected)) < 1e-10
+
+
+def test_robbins_monro_reaches_target_acceptance():
+    """Acceptance exp(-scale) decreases in the scale; RM must find scale = -log(target)."""
+    rng = np.random.default_rng(4)
+    rm = RobbinsMonro(initial=10.0, target=0.234, exponent=0.6)
+    for _ in range(20000):
+        p = np.exp(-rm.value)
+        rm.update(float(rng.uniform() < p))  # noisy 0/1 acceptance, as in MCMC
+    assert rm.value == pytest.approx(-np.log(0.234), rel=0.1)
+
+
+def test_robbins_monro_validation():
+    with pytest.raises(ValueError):
+        RobbinsMonro(initial=-1.0, target=0.2)
+    with pytest.raises(ValueError):
+        RobbinsMonro(initial=1.0, target=1.5)
+    with pytest.raises(ValueError):
+        RobbinsMonro(initial=1.0, target=0.2, exponent=0.4)
+
+
+def test_geometric_schedule():
+    sched = GeometricSchedule(first=10, ratio=2.0)
+    events, t = [], sched.first
+    while t <= 200:
+        events.append(t)
+        t = sched.next_after(t)
+    assert events == [10, 20, 40, 80, 160]
+    assert sched.next_after(3) == 10
+    assert GeometricSchedule(first=5, ratio=1.0).next_after(5) == 6
