@@ -1,0 +1,88 @@
+"""Leapfrog integration of Hamiltonian dynamics with a user-supplied gradient.
+
+The Hamiltonian is ``H(q, p) = -log pi(q) + |p|^2 / 2`` (identity mass matrix).  Kernel HMC
+passes the gradient of a score-matching surrogate of ``log pi`` (see
+:mod:`pymc_kameleon.math.score_matching`); the leapfrog map is volume preserving and
+reversible for *any* gradient field that is a function of ``q`` alone, so the Metropolis
+correction with the true ``log pi`` keeps the chain exact.
+
+References
+----------
+Neal (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain Monte Carlo, Ch. 5.
+Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, Sections 4.1 and 4.3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["kinetic_energy", "leapfrog"]
+
+
+def kinetic_energy(p: np.ndarray) -> float:
+    """``|p|^2 / 2``, the kinetic energy for an identity mass matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> kinetic_energy(np.array([3.0, 4.0]))
+    12.5
+    """
+    p = np.asarray(p, dtype=float)
+    return float(0.5 * (p @ p))
+
+
+def leapfrog(
+    q: np.ndarray,
+    p: np.ndarray,
+    grad_logp: Callable[[np.ndarray], np.ndarray],
+    step_size: float,
+    n_steps: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n_steps`` leapfrog steps for ``H(q, p) = -log pi(q) + |p|^2 / 2``.
+
+    Half a momentum step, then alternating full position and momentum steps, and a final
+    half momentum step; ``grad_logp`` is called ``n_steps + 1`` times.  The inputs are not
+    modified.  Non-finite gradients propagate into the result (the caller's Metropolis step
+    then rejects).
+
+    Parameters
+    ----------
+    q, p : ndarray, shape (d,)
+        Start position and momentum.
+    grad_logp : callable
+        ``grad_logp(q)`` returns the gradient of the (surrogate) log density, shape ``(d,)``.
+    step_size : float
+        Step size ``eps`` (an array of shape ``(d,)`` also works, as a diagonal scaling).
+    n_steps : int
+        Number of steps ``L >= 0``; ``0`` returns copies of the inputs.
+
+    Returns
+    -------
+    q_new, p_new : ndarray, shape (d,)
+
+    Examples
+    --------
+    A standard normal: the exact flow rotates ``(q, p)``; energy is nearly conserved.
+
+    >>> import numpy as np
+    >>> q, p = np.array([1.0]), np.array([0.0])
+    >>> q1, p1 = leapfrog(q, p, lambda x: -x, step_size=0.01, n_steps=157)  # t ~ pi / 2
+    >>> bool(abs(q1[0]) < 0.01 and abs(p1[0] + 1.0) < 0.01)
+    True
+    """
+    if n_steps < 0:
+        raise ValueError(f"n_steps must be >= 0, got {n_steps}")
+    q = np.array(q, dtype=float)
+    p = np.array(p, dtype=float)
+    if n_steps == 0:
+        return q, p
+    eps = step_size
+    p = p + 0.5 * eps * np.asarray(grad_logp(q))
+    for i in range(n_steps):
+        q = q + eps * p
+        g = np.asarray(grad_logp(q))
+        p = p + (eps if i < n_steps - 1 else 0.5 * eps) * g
+    return q, p
