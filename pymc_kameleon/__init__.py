@@ -2,11 +2,17 @@
 
 >>> import pymc_kameleon
 >>> sorted(n for n in pymc_kameleon.__all__ if n.endswith("Step"))
-['KameleonStep']
+['FastKameleonStep', 'KameleonStep']
 """
 
+from .fast_kameleon import FastKameleonStep
 from .kameleon import KameleonStep
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 
-__all__ = ["KameleonStep", "PseudoMarginalWarning", "pseudo_marginal_potential"]
+__all__ = [
+    "FastKameleonStep",
+    "KameleonStep",
+    "PseudoMarginalWarning",
+    "pseudo_marginal_potential",
+]
 __version__ = "0.1.0.dev0"

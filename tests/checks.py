@@ -29,9 +29,7 @@ def sample(model, step_factory, *, draws, tune, chains=2, cores=1, seed=0, **kwa
             cores=cores,
             step=step_factory(),
             random_seed=seed,
-            progressbar=False,
-            compute_convergence_checks=False,
-            **kwargs,
+            **{"progressbar": False, "compute_convergence_checks": False, **kwargs},
         )
 
 

@@ -1,0 +1,288 @@
+"""The PyMC contract every step method of the package must honour, run for each of them.
+
+API (InferenceData, stats, seeds, multiprocessing, sampling_state, tuning), exactness rules
+(one log-density evaluation per iteration, stored current value, refresh in a CompoundStep,
+pseudo-marginal exactness) and bad input (discrete variables, non-finite log densities).
+"""
+
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from checks import ks_pvalue, moment_zscores, sample
+from scipy import stats
+
+from pymc_kameleon import (
+    FastKameleonStep,
+    KameleonStep,
+    PseudoMarginalWarning,
+    pseudo_marginal_potential,
+)
+from pymc_kameleon.models import counted_model, gaussian_model
+from pymc_kameleon.targets import banana_logp
+
+
+@dataclass(frozen=True)
+class Sampler:
+    cls: type
+    #: stats that stay constant after tuning (frozen adaptation)
+    frozen: tuple[str, ...]
+    kwargs: dict = field(default_factory=dict)
+
+    def __call__(self, *args, **kwargs):
+        return self.cls(*args, **{**self.kwargs, **kwargs})
+
+
+SAMPLERS = {
+    "KameleonStep": Sampler(KameleonStep, ("scaling", "gamma", "bandwidth", "n_history")),
+    "FastKameleonStep": Sampler(
+        FastKameleonStep, ("scaling", "gamma", "bandwidth", "n_features", "n_history")
+    ),
+}
+
+
+@pytest.fixture(params=list(SAMPLERS), scope="module")
+def sampler(request):
+    return SAMPLERS[request.param]
+
+
+COV = np.array([[4.0, 1.8], [1.8, 1.0]])
+
+
+@pytest.fixture(scope="module")
+def gauss():
+    return gaussian_model(COV)
+
+
+@pytest.fixture(scope="module")
+def gauss_idata(gauss, sampler):
+    return sample(gauss, sampler, draws=4000, tune=1000, chains=2, seed=11)
+
+
+# ----------------------------------------------------------------------------- API
+def test_inference_data_and_stats(gauss_idata, sampler):
+    ss = gauss_idata.sample_stats
+    for name in ("accept", "accepted", "lp", *sampler.frozen):
+        assert name in ss, name
+    assert ss.accept.shape == (2, 4000)
+    assert np.all((ss.accept >= 0) & (ss.accept <= 1))
+    assert set(np.unique(ss.accepted)) <= {0.0, 1.0}
+    assert set(az.summary(gauss_idata).index) == {"x[0]", "x[1]"}
+    assert float(az.rhat(gauss_idata).x.max()) < 1.05
+    assert float(az.ess(gauss_idata).x.min()) > 200
+
+
+def test_gaussian_moments(gauss_idata):
+    x = gauss_idata.posterior.x.values
+    for j in range(2):
+        z_mean, z_var = moment_zscores(x[..., j], 0.0, COV[j, j])
+        assert abs(z_mean) < 4 and abs(z_var) < 4, (j, z_mean, z_var)
+        assert ks_pvalue(x[..., j], stats.norm(0, np.sqrt(COV[j, j])).cdf) > 1e-3
+    assert np.corrcoef(x.reshape(-1, 2).T)[0, 1] == pytest.approx(0.9, abs=0.05)
+
+
+def test_tuning_stats_and_frozen_adaptation(gauss, sampler):
+    idata = sample(gauss, sampler, draws=300, tune=400, chains=1, seed=3,
+                   discard_tuned_samples=False)
+    warm, post = idata.warmup_sample_stats, idata.sample_stats
+    assert np.nanstd(warm.scaling.values) > 0  # adapted while tuning
+    for name in sampler.frozen:  # stop_tuning froze everything adaptive
+        assert np.unique(post[name].values).size == 1, name
+    # PyMC moves the "tune" stat into the warmup/posterior split; the raw trace has it
+    trace = sample(gauss, sampler, draws=20, tune=30, chains=1, seed=3,
+                   return_inferencedata=False, discard_tuned_samples=False)
+    tune_stat = trace.get_sampler_stats("tune")
+    assert tune_stat[:30].all() and not tune_stat[30:].any()
+
+
+def test_reproducible_with_seed_and_across_cores(gauss, sampler):
+    a = sample(gauss, sampler, draws=200, tune=200, chains=2, seed=5)
+    b = sample(gauss, sampler, draws=200, tune=200, chains=2, seed=5)
+    c = sample(gauss, sampler, draws=200, tune=200, chains=2, seed=6)
+    mp = sample(gauss, sampler, draws=200, tune=200, chains=2, cores=2, seed=5)
+    np.testing.assert_array_equal(a.posterior.x.values, b.posterior.x.values)
+    np.testing.assert_array_equal(a.posterior.x.values, mp.posterior.x.values)
+    assert not np.array_equal(a.posterior.x.values, c.posterior.x.values)
+    assert not np.array_equal(a.posterior.x.values[0], a.posterior.x.values[1])
+
+
+def test_one_logp_evaluation_per_iteration(sampler):
+    model, op = counted_model(partial(banana_logp, b=0.1, v=100.0), dim=2)
+    counts = []
+    with model:
+        step = sampler()
+        op.count = 0
+        pm.sample(draws=300, tune=300, chains=1, step=step, random_seed=1, progressbar=False,
+                  compute_convergence_checks=False,
+                  callback=lambda trace, draw: counts.append(op.count))
+    # the first iteration also evaluates the start point, every later one exactly once
+    assert counts[0] == 2
+    assert np.all(np.diff(counts) == 1)
+    assert len(counts) == 600
+
+
+def test_progress_bar_columns(gauss, sampler):
+    with gauss:
+        step = sampler()
+    columns, fields = step._progressbar_config(n_chains=2)
+    (update,) = step._make_progressbar_update_functions()
+    _, stats_list = step.step(gauss.initial_point())
+    shown = update(stats_list[0])
+    assert set(shown) == set(fields) and "accept" in shown and len(columns) == len(fields)
+    sample(gauss, sampler, draws=5, tune=5, chains=1, progressbar=True)
+
+
+def test_sampling_state_round_trip(gauss, sampler):
+    with gauss:
+        step = sampler(rng=3)
+    point = gauss.initial_point()
+    for _ in range(120):
+        point, _ = step.step(point)
+    state = step.sampling_state
+    p1, run1 = point, []
+    for _ in range(80):
+        p1, _ = step.step(p1)
+        run1.append(p1["x"].copy())
+    step.sampling_state = state
+    p2 = point
+    for i in range(80):
+        p2, _ = step.step(p2)
+        np.testing.assert_array_equal(p2["x"], run1[i])
+
+
+def test_reset_tuning_restores_initial_adaptation(gauss, sampler):
+    with gauss:
+        step = sampler(rng=1)
+    point = gauss.initial_point()
+    for _ in range(200):
+        point, _ = step.step(point)
+    assert step._adapt.t == 200
+    step.reset_tuning()
+    assert step._adapt.t == 0 and step._chain is None
+    assert step.sampling_state._adapt.t == 0
+
+
+# ----------------------------------------------------------------------------- exactness
+def test_compound_step_refreshes_stored_logp(sampler):
+    """Another step changes ``mu``; the stored logp of ``x`` must follow (lp stat == logp)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pm.Normal("x", mu, 1.0, shape=2)
+        idata = pm.sample(draws=300, tune=100, chains=1, step=[pm.Metropolis([mu]),
+                          sampler([x])], random_seed=2, progressbar=False,
+                          compute_convergence_checks=False)
+    logp = model.compile_logp()
+    post = idata.posterior
+    expected = [logp({"mu": post.mu.values[0, i], "x": post.x.values[0, i]})
+                for i in range(post.sizes["draw"])]
+    np.testing.assert_allclose(idata.sample_stats.lp.values[0], expected, rtol=1e-10)
+
+
+def _noisy_loglik(mu, rng):
+    """log of an unbiased estimate of N(1 | mu, 1) (up to a constant): log-normal noise."""
+    sigma = 1.0
+    return -0.5 * (1.0 - mu) ** 2 + sigma * rng.normal() - 0.5 * sigma**2
+
+
+@pytest.fixture(scope="module")
+def noisy_model():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pseudo_marginal_potential("lik", _noisy_loglik, mu)
+    return model  # exact posterior: N(0.5, 0.5)
+
+
+def test_noisy_likelihood_gives_exact_posterior(noisy_model, sampler):
+    idata = sample(noisy_model, sampler, draws=5000, tune=1000, chains=2, seed=1)
+    z_mean, z_var = moment_zscores(idata.posterior.mu.values, 0.5, 0.5)
+    assert abs(z_mean) < 4 and abs(z_var) < 4, (z_mean, z_var)
+
+
+def test_re_estimating_the_current_point_is_biased(noisy_model, sampler):
+    """The same check rejects the step when it re-estimates the current point every
+    iteration ("Monte Carlo within Metropolis"): the variance is inflated (~0.68)."""
+
+    class ReEstimating(sampler.cls):
+        def _sync_state(self, q0):
+            self._chain = None
+            return super()._sync_state(q0)
+
+    idata = sample(noisy_model, partial(ReEstimating, **sampler.kwargs), draws=5000,
+                   tune=1000, chains=2, seed=1)
+    z_mean, z_var = moment_zscores(idata.posterior.mu.values, 0.5, 0.5)
+    assert z_var > 4, (z_mean, z_var)
+
+
+def test_estimator_warning_only_for_inexact_steps(noisy_model, sampler):
+    with noisy_model, pytest.warns(PseudoMarginalWarning, match="Metropolis"):
+        pm.Metropolis()
+    with noisy_model, warnings.catch_warnings():
+        warnings.simplefilter("error", PseudoMarginalWarning)
+        sampler()
+
+
+def test_bounded_variables_beta_binomial(sampler):
+    """Two Beta-Binomial posteriors and a HalfNormal in one block (logit/log transforms)."""
+    with pm.Model() as model:
+        p = pm.Beta("p", alpha=2.0, beta=3.0, shape=2)
+        pm.Binomial("k", n=20, p=p, observed=[7, 15])
+        pm.HalfNormal("s", 2.0)
+    idata = sample(model, sampler, draws=5000, tune=1000, chains=2, seed=7)
+    post = idata.posterior
+    assert ks_pvalue(post.p.values[..., 0], stats.beta(9, 16).cdf) > 1e-3
+    assert ks_pvalue(post.p.values[..., 1], stats.beta(17, 8).cdf) > 1e-3
+    assert ks_pvalue(post.s.values, stats.halfnorm(scale=2.0).cdf) > 1e-3
+    # a wrong posterior is rejected by the same test
+    assert ks_pvalue(post.p.values[..., 0], stats.beta(8, 16).cdf) < 1e-3
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_discrete_variables_are_refused_but_work_in_compound(sampler):
+    with pm.Model() as model:
+        x = pm.Normal("x", 0, 1)
+        k = pm.Poisson("k", 3.0)
+        assert sampler.cls.competence(model.rvs_to_values[k], False) == 0
+        assert sampler.cls.competence(model.rvs_to_values[x], False) == 1
+        with pytest.raises(ValueError, match=r"discrete variable\(s\) \['k'\]"):
+            sampler([k])
+        idata = pm.sample(draws=200, tune=200, chains=1, step=[sampler([x]),
+                          pm.Metropolis([k])], random_seed=1, progressbar=False,
+                          compute_convergence_checks=False)
+    assert idata.posterior.k.dtype.kind == "i"
+
+
+def test_nonfinite_proposals_are_rejected(sampler):
+    """The density is -inf outside the box |x_i| < 1 and NaN in a corner: never accepted."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2, initval=np.zeros(2))
+        inside = pt.all(pt.abs(x) < 1.0)
+        corner = pt.all(x > 0.8)
+        pm.Potential("box", pt.switch(corner, np.nan, pt.switch(inside, 0.0, -np.inf)))
+    idata = sample(model, partial(sampler, gamma=0.5), draws=2000, tune=500, chains=1)
+    x = idata.posterior.x.values.reshape(-1, 2)
+    assert np.all(np.abs(x) < 1.0)
+    assert not np.any(np.all(x > 0.8, axis=1))
+    assert ks_pvalue(idata.posterior.x.values[..., 0], stats.uniform(-1, 2).cdf) > 1e-3
+
+
+def test_nonfinite_start_is_a_clear_error(sampler):
+    with pm.Model() as model:
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("obs", 0.0, sigma, observed=[0.5, 1.0])
+        step = sampler()
+    point = model.initial_point()
+    point["sigma_log__"] = np.array(-np.inf)
+    with pytest.raises(ValueError, match=r"not finite at the current point .*sigma_log__"):
+        step.step(point)
+
+
+def test_tune_zero_is_a_random_walk(gauss, sampler):
+    idata = sample(gauss, partial(sampler, gamma=1.0), draws=500, tune=0, chains=1)
+    ss = idata.sample_stats
+    assert np.all(ss.n_history == 0) and np.all(np.isnan(ss.scaling))
+    assert 0 < float(ss.accepted.mean()) < 1
