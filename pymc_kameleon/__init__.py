@@ -2,16 +2,18 @@
 
 >>> import pymc_kameleon
 >>> sorted(n for n in pymc_kameleon.__all__ if n.endswith("Step"))
-['FastKameleonStep', 'KameleonStep']
+['FastKameleonStep', 'KameleonStep', 'KernelHMCStep']
 """
 
 from .fast_kameleon import FastKameleonStep
 from .kameleon import KameleonStep
+from .kernel_hmc import KernelHMCStep
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 
 __all__ = [
     "FastKameleonStep",
     "KameleonStep",
+    "KernelHMCStep",
     "PseudoMarginalWarning",
     "pseudo_marginal_potential",
 ]

@@ -15,7 +15,8 @@ A sampler subclasses it and implements three hooks: ``_initial_adapt_state`` (ev
 adapts, as one object), ``_propose`` and ``_adapt_step``.  The split mirrors BlackJAX's
 ``State(position, logdensity)`` / ``Info(...)``.
 
-Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal;
+Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal
+(none when the proposal is rejected outright, e.g. a diverged trajectory);
 the current value is stored and never re-estimated (this keeps pseudo-marginal chains exact);
 a non-finite value at a proposal is a rejection; adaptation happens only while tuning.
 """
@@ -210,7 +211,10 @@ class BaseKernelStep(ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         state = self._sync_state(q0)
         proposal, info = self._propose(state)
-        logp_new = self._logp(proposal.position)
+        if proposal.log_correction == -np.inf:  # e.g. a diverged trajectory: no evaluation
+            logp_new = -np.inf
+        else:
+            logp_new = self._logp(proposal.position)
         with np.errstate(invalid="ignore", over="ignore"):
             log_accept = logp_new - state.logp + proposal.log_correction
         if not np.isfinite(logp_new) or np.isnan(log_accept):

@@ -320,3 +320,17 @@ def test_cv_failures_count_as_inf():
     cv = cross_validate(X, [1.0, 2.0, 3.0, 4.0], [0.1], Broken, n_folds=4, rng=0)
     np.testing.assert_array_equal(cv.losses[:, 0], [np.inf, np.inf, 3.0, 4.0])
     assert cv.best_bandwidth == 3.0 and cv.best_loss == 3.0
+
+
+def test_blocked_cross_validation_uses_contiguous_folds():
+    rng = np.random.default_rng(5)
+    X = np.cumsum(rng.normal(size=(60, 2)), axis=0)  # an autocorrelated path
+    res = cross_validate(X, [2.0], [0.1], LiteScoreEstimator, n_folds=3, shuffle=False)
+    blocks = np.array_split(np.arange(60), 3)
+    manual = np.mean([
+        LiteScoreEstimator(2.0, 0.1).fit(np.delete(X, b, axis=0)).score_matching_loss(X[b])
+        for b in blocks
+    ])
+    assert res.losses[0, 0] == pytest.approx(manual, rel=1e-12)
+    shuffled = cross_validate(X, [2.0], [0.1], LiteScoreEstimator, n_folds=3, rng=0)
+    assert shuffled.losses[0, 0] != pytest.approx(manual, rel=1e-6)

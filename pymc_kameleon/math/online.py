@@ -91,26 +91,35 @@ class Reservoir:
     dim: int
     seen: int = 0
     _data: np.ndarray = field(init=False)
+    _arrival: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         if self.capacity < 1:
             raise ValueError("Reservoir capacity must be at least 1")
         self._data = np.empty((self.capacity, self.dim))
+        self._arrival = np.empty(self.capacity, dtype=np.int64)
 
     def add(self, x: np.ndarray, rng: np.random.Generator) -> None:
         """Offer one point to the reservoir."""
         if self.seen < self.capacity:
-            self._data[self.seen] = x
+            j = self.seen
         else:
             j = int(rng.integers(self.seen + 1))
-            if j < self.capacity:
-                self._data[j] = x
+        if j < self.capacity:
+            self._data[j] = x
+            self._arrival[j] = self.seen
         self.seen += 1
 
     @property
     def points(self) -> np.ndarray:
         """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
         return self._data[: min(self.seen, self.capacity)].copy()
+
+    @property
+    def points_in_order(self) -> np.ndarray:
+        """The subsample sorted by arrival time (a copy)."""
+        k = min(self.seen, self.capacity)
+        return self._data[:k][np.argsort(self._arrival[:k], kind="stable")]
 
     def clear(self) -> None:
         self.seen = 0

@@ -1,0 +1,130 @@
+"""KernelHMCStep-specific behaviour; the generic PyMC contract is in test_step_contract.py."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+from checks import banana_check, sample
+
+from pymc_kameleon import KernelHMCStep
+from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
+from pymc_kameleon.models import banana_model, gaussian_model
+from pymc_kameleon.step_base import Proposal
+
+
+class NoKineticEnergy(KernelHMCStep):
+    """Deliberately broken: accepts with the target ratio alone, forgetting |p|^2 / 2."""
+
+    def _propose(self, state):
+        proposal, stats = super()._propose(state)
+        corr = proposal.log_correction
+        return Proposal(proposal.position, 0.0 if np.isfinite(corr) else corr), stats
+
+
+@pytest.fixture(scope="module")
+def gauss():
+    return gaussian_model(np.array([[4.0, 1.8], [1.8, 1.0]]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(surrogate="nystrom"), "unknown surrogate"),
+        (dict(n_steps=(0, 5)), "n_steps"),
+        (dict(n_steps=(10, 5)), "n_steps"),
+        (dict(step_size=-0.1), "step_size"),
+        (dict(step_size_jitter=1.0), "jitter"),
+        (dict(n_history=5), "n_history"),
+        (dict(bandwidth=0.0), "bandwidth"),
+        (dict(lam=-1.0), "lam"),
+        (dict(target_accept=0.0), "target"),
+    ],
+)
+def test_invalid_parameters(gauss, kwargs, match):
+    with gauss, pytest.raises(ValueError, match=match):
+        KernelHMCStep(**kwargs)
+
+
+@pytest.mark.parametrize("surrogate", ["lite", "finite"])
+def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
+    idata = sample(gauss, partial(KernelHMCStep, surrogate=surrogate), draws=100, tune=300,
+                   chains=1, discard_tuned_samples=False)
+    warm = idata.warmup_sample_stats
+    code = {"lite": 1, "finite": 2}[surrogate]
+    assert np.all(warm.surrogate.values[0, :200] == 0) and np.all(warm.n_steps[0, :200] == 1)
+    assert np.all(warm.surrogate.values[0, 200:] == code)
+    n_steps = idata.sample_stats.n_steps.values
+    assert n_steps.min() >= 10 and n_steps.max() <= 50 and np.unique(n_steps).size > 10
+    bw = idata.sample_stats.bandwidth.values
+    assert np.all(bw == bw[0, 0]) and bw[0, 0] > 0
+    assert np.all(idata.sample_stats.sigma.values == 2 * bw**2)
+
+
+def test_finite_surrogate_learns_from_the_whole_tuning_history(gauss):
+    with gauss:
+        step = KernelHMCStep(rng=4)
+    point = gauss.initial_point()
+    for _ in range(500):
+        point, _ = step.step(point)
+    step.stop_tuning()
+    estimator = step._adapt.estimator
+    assert isinstance(estimator, FiniteScoreEstimator)
+    assert estimator.n_seen == 500  # refit on all 400 points at the last CV, then online
+
+
+def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
+    with gauss:
+        step = KernelHMCStep(surrogate="lite", rng=4)
+    point = gauss.initial_point()
+    bases = []
+    for _ in range(500):
+        point, _ = step.step(point)
+        est = step._adapt.estimator
+        if est is not None and (not bases or bases[-1] is not est):
+            bases.append(est)
+    assert isinstance(bases[-1], LiteScoreEstimator)
+    assert [b.basis.shape[0] for b in bases] == [200, 300, 400, 500]
+
+
+def test_fixed_hyperparameters_skip_cross_validation(gauss):
+    idata = sample(gauss, partial(KernelHMCStep, bandwidth=1.5, lam=1e-3), draws=50, tune=300,
+                   chains=1)
+    assert np.all(idata.sample_stats.bandwidth == 1.5)
+    assert np.all(idata.sample_stats["lambda"] == 1e-3)
+
+
+def test_step_size_initialised_on_the_surrogate(gauss):
+    """After a fit the step size restarts where surrogate trajectories reach the target
+    acceptance: a doubled step would not."""
+    with gauss:
+        step = KernelHMCStep(rng=7)
+    point = gauss.initial_point()
+    for _ in range(200):
+        point, _ = step.step(point)
+    a = step._adapt
+    eps = a.scaler.value
+    assert a.scaler.t == 0 and eps != step.step_size
+    assert 0.05 < eps < 5.0  # the target's scales are 1 and 2
+
+
+@pytest.fixture(scope="module")
+def banana():
+    return banana_model(dim=2, b=0.03, v=100.0)
+
+
+def test_banana_moderate_finite(banana):
+    """2-d B(0.03, 100), 4 chains x 4000 draws, default settings.
+
+    Calibrated over 4 seeds: coverage errors 0.006-0.031 (R-hat <= 1.03);
+    ``NoKineticEnergy``: 0.184-0.214.
+    """
+    idata = sample(banana, KernelHMCStep, draws=4000, tune=1000, chains=4, cores=2, seed=0)
+    err, rhat = banana_check(idata, 0.03, 100.0)
+    assert err < 0.06 and rhat < 1.1, (err, rhat)
+
+
+@pytest.mark.slow
+def test_banana_moderate_finite_broken_variant_fails(banana):
+    idata = sample(banana, NoKineticEnergy, draws=4000, tune=1000, chains=4, cores=2, seed=0)
+    err, rhat = banana_check(idata, 0.03, 100.0)
+    assert not (err < 0.06 and rhat < 1.1), (err, rhat)
