@@ -36,6 +36,7 @@ __all__ = [
     "counted_model",
     "flower_model",
     "gaussian_model",
+    "gp_classification_model",
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -317,3 +318,55 @@ def counted_model(
         x = pm.Flat(name, shape=(dim,), initval=init.copy())
         pm.Potential(f"{name}_logp", op(x))
     return model, op
+
+
+def gp_classification_model(
+    X: ArrayLike,
+    y: ArrayLike,
+    n_importance: int = 100,
+    prior_variance: float = 5.0,
+    seed: int | None = None,
+    name: str = "theta",
+) -> pm.Model:
+    """Pseudo-marginal posterior of GP-classification hyperparameters (KAMH paper, Sec. 5.1).
+
+    ``theta_i = log l_i^2`` (one per input dimension) with prior ``N(0, prior_variance I)``;
+    the likelihood ``p(y | theta)`` is replaced by the unbiased importance-sampling estimate
+    of :class:`pymc_kameleon.gpc.GPClassificationLikelihood` (Laplace proposal, ``n_importance``
+    draws), added with :func:`pymc_kameleon.pseudo_marginal_potential`.  Sample it with a step
+    method of this package, which keeps the current estimate (exact pseudo-marginal MCMC).
+
+    Parameters
+    ----------
+    X : array, shape (n, d)
+        Inputs (whitened, e.g. by :func:`pymc_kameleon.gpc.load_glass`).
+    y : array, shape (n,)
+        Labels in {-1, +1}.
+    n_importance : int
+        Importance samples per likelihood estimate.
+    prior_variance : float
+        Variance of the Gaussian prior on ``theta``.
+    seed : int, optional
+        Seed of the estimator outside the package's step methods (they reseed it per chain).
+    name : str
+        Name of the hyperparameter vector.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 2)); y = np.where(X[:, 0] > 0, 1, -1)
+    >>> model = gp_classification_model(X, y, n_importance=10, seed=1)
+    >>> bool(np.isfinite(model.compile_logp()({"theta": np.zeros(2)})))
+    True
+    """
+    from .gpc import GPClassificationLikelihood
+    from .pseudo_marginal import pseudo_marginal_potential
+
+    likelihood = GPClassificationLikelihood(
+        np.asarray(X, dtype=float), np.asarray(y), n_importance=n_importance,
+        prior_variance=prior_variance,
+    )
+    with pm.Model() as model:
+        theta = pm.Normal(name, 0.0, np.sqrt(prior_variance), shape=likelihood.n_dim)
+        pseudo_marginal_potential("log_likelihood", likelihood, theta, seed=seed)
+    return model

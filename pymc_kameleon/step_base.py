@@ -284,8 +284,9 @@ class BaseKernelStep(ArrayStepShared):
     @classmethod
     def _progressbar_config(cls, n_chains=1):
         columns = [
-            TextColumn(f"{{task.fields[{stat}]:0.3g}}", table_column=Column(header, ratio=1))
+            TextColumn(f"{{task.fields[{stat}]:{fmt}}}", table_column=Column(header, ratio=1))
             for stat, header in cls._progress_columns
+            for fmt in ["0.2f" if stat == "accept" else "0.3g"]
         ]
         stats = {stat: [0.0] * n_chains for stat, _ in cls._progress_columns}
         return columns, stats

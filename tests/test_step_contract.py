@@ -22,6 +22,7 @@ from pymc_kameleon import (
     KameleonStep,
     KernelHMCStep,
     PseudoMarginalWarning,
+    RandomWalkStep,
     pseudo_marginal_potential,
 )
 from pymc_kameleon.models import counted_model, gaussian_model
@@ -47,6 +48,7 @@ _KAMH_UNTUNED = {"n_history": 0, "scaling": np.nan}
 _KMC_FROZEN = ("bandwidth", "sigma", "lambda", "surrogate")
 _KMC_UNTUNED = {"surrogate": 0, "n_steps": 1}
 SAMPLERS = {
+    "RandomWalkStep": Sampler(RandomWalkStep, ("scaling",), "scaling", {}),
     "KameleonStep": Sampler(
         KameleonStep, ("scaling", "gamma", "bandwidth", "n_history"), "scaling", _KAMH_UNTUNED
     ),
