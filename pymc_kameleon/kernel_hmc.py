@@ -26,6 +26,7 @@ _BANDWIDTH_FACTORS = {
 _LAMBDA_EXPONENTS = np.arange(-5.0, 2.0)  # 10^k times the natural scale of lambda
 _RANDOM_WALK_ACCEPT = 0.234  # target of the step size before the first surrogate fit
 _FINITE_BATCH = 10  # new points per rank-(batch * d) Cholesky update of the finite surrogate
+_MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of >= 4)
 
 
 @dataclass
@@ -57,8 +58,8 @@ class KernelHMCStep(BaseKernelStep):
     current log density is stored, so likelihood estimators (pseudo-marginal MCMC) keep the
     chain exact.
 
-    Surrogates
-    ----------
+    .. rubric:: Surrogates
+
     ``"finite"`` (default) and ``"lite"`` (see ``surrogate`` below for the choice).
 
     ``"lite"``: ``f(x) = sum_i alpha_i k(x, z_i)`` on a random subsample ``z`` of the history
@@ -72,8 +73,8 @@ class KernelHMCStep(BaseKernelStep):
     gradients (``O(m d)``), but the cosine features oscillate in the tails: start it in the
     bulk of the posterior or tune long enough.
 
-    Adaptation, only while PyMC tunes
-    ---------------------------------
+    .. rubric:: Adaptation, only while PyMC tunes
+
     * Until the first fit (iteration ``schedule.first``, default 200) the step is the random
       walk ``q + eps p`` (one zero-gradient leapfrog step), ``eps`` tuned toward acceptance
       0.234.
@@ -94,7 +95,8 @@ class KernelHMCStep(BaseKernelStep):
       ``target_accept``, from 20 short trajectories started at history points (no target
       evaluation). In between, the step size follows a Robbins-Monro recursion toward
       ``target_accept``.
-    * With fewer tuning iterations than ``schedule.first`` the step stays a random walk.
+    * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
+      than 20 distinct points, the step stays a random walk.
 
     Per iteration the number of leapfrog steps is uniform on ``n_steps`` and the step size
     is ``step_size * U[1 - jitter, 1 + jitter]``; both randomisations break periodicities.
@@ -140,11 +142,17 @@ class KernelHMCStep(BaseKernelStep):
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
-    Stats
+    Notes
     -----
-    ``accept``, ``accepted``, ``step_size`` (this iteration's), ``n_steps``, ``bandwidth``,
-    ``sigma`` (``2 s^2``), ``lambda``, ``surrogate`` (0 before the first fit, 1 lite,
-    2 finite), ``tune``, ``lp``.
+    Stats emitted every iteration (``idata.sample_stats``): ``accept`` (acceptance
+    probability), ``accepted``, ``lp`` (the stored log density, ``model_logp`` in
+    ``stats_dtypes_shapes``), ``step_size`` (this iteration's, jitter included),
+    ``n_steps``, ``bandwidth``, ``sigma`` (``2 s^2``), ``lambda``, ``surrogate`` (0 before the
+    first fit, 1 lite, 2 finite).  The ``tune`` flag is used by PyMC to separate the warm-up
+    draws.
+
+    Cost per iteration: ``L + 1`` surrogate gradients (``O(n d)`` each for lite, ``O(m d)``
+    for finite) and one log-density evaluation.
 
     References
     ----------
@@ -312,7 +320,7 @@ class KernelHMCStep(BaseKernelStep):
         a = self._adapt
         X = a.reservoir.points
         s_med = median_heuristic(X)
-        if s_med <= 0 and self.fixed_bandwidth is None:
+        if np.unique(X, axis=0).shape[0] < _MIN_DISTINCT or s_med <= 0:
             return  # degenerate history: keep the random walk until it spreads out
         if self.surrogate == "finite" and a.base_features is None:
             a.base_features = RandomFourierFeatures.draw(

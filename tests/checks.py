@@ -8,12 +8,14 @@ deliberately broken sampler (see the tests that use them).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import arviz as az
 import numpy as np
 import pymc as pm
 from scipy import stats
 
+from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.targets import banana_coverage_error
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -65,3 +67,42 @@ def banana_check(idata, b: float, v: float, name: str = "x") -> tuple[float, flo
     err = banana_coverage_error(x.reshape(-1, x.shape[-1]), b, v)
     rhat = float(az.rhat(idata)[name].max())
     return float(err), rhat
+
+
+@dataclass(frozen=True)
+class Sampler:
+    cls: type
+    #: stats that stay constant after tuning (frozen adaptation)
+    frozen: tuple[str, ...]
+    #: a stat that changes while tuning
+    adapted: str
+    #: stat values of a run without tuning (nothing learned: a random walk)
+    untuned: dict
+    kwargs: dict = field(default_factory=dict)
+
+    def __call__(self, *args, **kwargs):
+        return self.cls(*args, **{**self.kwargs, **kwargs})
+
+
+_KAMH_UNTUNED = {"n_history": 0, "scaling": np.nan}
+_KMC_FROZEN = ("bandwidth", "sigma", "lambda", "surrogate")
+_KMC_UNTUNED = {"surrogate": 0, "n_steps": 1}
+SAMPLERS = {
+    "RandomWalkStep": Sampler(RandomWalkStep, ("scaling",), "scaling", {}),
+    "KameleonStep": Sampler(
+        KameleonStep, ("scaling", "gamma", "bandwidth", "n_history"), "scaling", _KAMH_UNTUNED
+    ),
+    "FastKameleonStep": Sampler(
+        FastKameleonStep, ("scaling", "gamma", "bandwidth", "n_features", "n_history"),
+        "scaling", _KAMH_UNTUNED,
+    ),
+    # shorter trajectories keep the suite fast; test_kernel_hmc.py runs the defaults
+    "KernelHMCStep-lite": Sampler(
+        KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
+        {"surrogate": "lite", "n_steps": (5, 20)},
+    ),
+    "KernelHMCStep-finite": Sampler(
+        KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
+        {"surrogate": "finite", "n_steps": (5, 20)},
+    ),
+}

@@ -6,7 +6,6 @@ pseudo-marginal exactness) and bad input (discrete variables, non-finite log den
 """
 
 import warnings
-from dataclasses import dataclass, field
 from functools import partial
 
 import arviz as az
@@ -14,58 +13,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import ks_pvalue, moment_zscores, sample
+from checks import SAMPLERS, ks_pvalue, moment_zscores, sample
 from scipy import stats
 
-from pymc_kameleon import (
-    FastKameleonStep,
-    KameleonStep,
-    KernelHMCStep,
-    PseudoMarginalWarning,
-    RandomWalkStep,
-    pseudo_marginal_potential,
-)
+from pymc_kameleon import PseudoMarginalWarning, pseudo_marginal_potential
 from pymc_kameleon.models import counted_model, gaussian_model
 from pymc_kameleon.targets import banana_logp
-
-
-@dataclass(frozen=True)
-class Sampler:
-    cls: type
-    #: stats that stay constant after tuning (frozen adaptation)
-    frozen: tuple[str, ...]
-    #: a stat that changes while tuning
-    adapted: str
-    #: stat values of a run without tuning (nothing learned: a random walk)
-    untuned: dict
-    kwargs: dict = field(default_factory=dict)
-
-    def __call__(self, *args, **kwargs):
-        return self.cls(*args, **{**self.kwargs, **kwargs})
-
-
-_KAMH_UNTUNED = {"n_history": 0, "scaling": np.nan}
-_KMC_FROZEN = ("bandwidth", "sigma", "lambda", "surrogate")
-_KMC_UNTUNED = {"surrogate": 0, "n_steps": 1}
-SAMPLERS = {
-    "RandomWalkStep": Sampler(RandomWalkStep, ("scaling",), "scaling", {}),
-    "KameleonStep": Sampler(
-        KameleonStep, ("scaling", "gamma", "bandwidth", "n_history"), "scaling", _KAMH_UNTUNED
-    ),
-    "FastKameleonStep": Sampler(
-        FastKameleonStep, ("scaling", "gamma", "bandwidth", "n_features", "n_history"),
-        "scaling", _KAMH_UNTUNED,
-    ),
-    # shorter trajectories keep the suite fast; test_kernel_hmc.py runs the defaults
-    "KernelHMCStep-lite": Sampler(
-        KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
-        {"surrogate": "lite", "n_steps": (5, 20)},
-    ),
-    "KernelHMCStep-finite": Sampler(
-        KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
-        {"surrogate": "finite", "n_steps": (5, 20)},
-    ),
-}
 
 
 @pytest.fixture(params=list(SAMPLERS), scope="module")
