@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     model = banana_model(dim=2, b=0.1, v=100.0)
     steps = {
         "KameleonStep": lambda: KameleonStep(),
-        "pm.Metropolis": lambda: pm.Metropolis(blocked=True),
+        "pm.Metropolis": pm.Metropolis,
     }
     for name, make_step in steps.items():
         with model:
