@@ -10,7 +10,8 @@ draws after tuning come from a fixed, valid Metropolis-Hastings kernel.
 
 References
 ----------
-Andrieu, Thoms (2008). A tutorial on adaptive MCMC. Statistics and Computing 18, Algorithm 4.
+- Andrieu, Thoms (2008). A tutorial on adaptive MCMC. Statistics and Computing 18,
+  Algorithm 4.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class RobbinsMonro:
     exponent : float
         ``c`` in ``zeta_t = t^-c``; must lie in ``(0.5, 1]`` so that the gains sum to infinity
         while their squares do not.
+
+    References
+    ----------
+    .. [1] Robbins, H., Monro, S. (1951). A stochastic approximation method. Annals of
+       Mathematical Statistics 22(3), 400-407.
+    .. [2] Andrieu, C., Thoms, J. (2008). A tutorial on adaptive MCMC. Statistics and
+       Computing 18(4), 343-373, Algorithm 4.
 
     Examples
     --------
@@ -87,6 +95,14 @@ class GeometricSchedule:
         Growth of the spacing (``2`` doubles the iteration count between events).
     max_gap : int or None
         Largest number of iterations between two events.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 4 (subsample updates with
+       probabilities ``p_t -> 0``; here deterministic and only while tuning).
+    .. [2] Andrieu, C., Thoms, J. (2008). A tutorial on adaptive MCMC. Statistics and
+       Computing 18(4), 343-373.
 
     Examples
     --------

@@ -43,10 +43,11 @@ class FastKameleonStep(LocalGaussianStep):
 
     * every tuning iteration updates the feature mean/covariance (Welford, ``O(D^2)``) and
       offers the point to a uniform reservoir subsample of fixed size ``n_bandwidth``;
-    * at the iterations of ``schedule`` (default 50, 100, 200, 400, ... ) the bandwidth is
-      re-estimated by the median heuristic on the reservoir, the *same* random basis is
-      rescaled to it (``omega = omega0 / s``), and the feature moments restart from the
-      reservoir's points (the only history kept) and then continue with every new point;
+    * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
+      the bandwidth is re-estimated by the median heuristic on the reservoir, the *same*
+      random basis is rescaled to it (``omega = omega0 / s``), and the feature moments
+      restart from the reservoir's points (the only history kept) and then continue with
+      every new point;
     * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
       dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
       ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``).
@@ -87,8 +88,9 @@ class FastKameleonStep(LocalGaussianStep):
     ----------
     .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A. (2014).
        Kernel Adaptive Metropolis-Hastings. ICML.
-    .. [2] "Fast Kernel Adaptive Metropolis-Hastings Algorithm", MSc dissertation (F-KAMH),
-       Chapter 4 (proposal, Eq. 4.5; running covariance estimators, Section 4.1).
+    .. [2] Kotlicki, A. (2015). Fast Kernel Adaptive Metropolis-Hastings Algorithm. MSc
+       dissertation, University of Oxford, Chapter 4 (proposal, Eq. 4.5; running covariance
+       estimators, Section 4.1).
     .. [3] Rahimi, A., Recht, B. (2007). Random features for large-scale kernel machines.
        NIPS.
 

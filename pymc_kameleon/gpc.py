@@ -27,12 +27,12 @@ Everything here is plain NumPy/SciPy (no PyMC import); the estimator has the sig
 
 References
 ----------
-.. [1] M. Filippone and M. Girolami, "Pseudo-marginal Bayesian inference for Gaussian
-   processes", IEEE Trans. Pattern Anal. Mach. Intell. 36(11), 2014.
-.. [2] C. E. Rasmussen and C. K. I. Williams, *Gaussian Processes for Machine Learning*,
-   MIT Press, 2006, Section 3.4 (Algorithms 3.1 and 3.2).
-.. [3] D. Sejdinovic, H. Strathmann, M. Lomeli Garcia, C. Andrieu and A. Gretton, "Kernel
-   adaptive Metropolis-Hastings", ICML 2014, Section 5.1.
+- M. Filippone and M. Girolami, "Pseudo-marginal Bayesian inference for Gaussian
+  processes", IEEE Trans. Pattern Anal. Mach. Intell. 36(11), 2014.
+- C. E. Rasmussen and C. K. I. Williams, *Gaussian Processes for Machine Learning*,
+  MIT Press, 2006, Section 3.4 (Algorithms 3.1 and 3.2).
+- D. Sejdinovic, H. Strathmann, M. Lomeli Garcia, C. Andrieu and A. Gretton, "Kernel
+  adaptive Metropolis-Hastings", ICML 2014, Section 5.1.
 """
 
 from __future__ import annotations
@@ -92,6 +92,12 @@ def whiten(X: np.ndarray) -> np.ndarray:
     ValueError
         If ``X`` is not a finite 2-d array or its covariance is singular (e.g. a constant column).
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.1 (the Glass features
+       are whitened before the GP is fitted, as in the reference implementation).
+
     Examples
     --------
     >>> import numpy as np
@@ -141,7 +147,25 @@ def load_glass(path: str | os.PathLike | None = None) -> tuple[np.ndarray, np.nd
 
     References
     ----------
-    B. German, UCI Machine Learning Repository, "Glass Identification" (1987).
+    .. [1] German, B. (1987). Glass Identification. UCI Machine Learning Repository.
+    .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.1.
+
+    Examples
+    --------
+    A file in the UCI format (here a made-up one with 12 rows):
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> classes = [1, 2, 5, 7, 3, 6, 1, 2, 4, 7, 1, 5]
+    >>> rows = np.column_stack([np.arange(1, 13), rng.normal(size=(12, 9)), classes])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, "glass.data")
+    ...     np.savetxt(path, rows, delimiter=",")
+    ...     X, y = load_glass(path)
+    >>> X.shape, y.tolist()
+    ((12, 9), [1, 1, -1, -1, 1, -1, 1, 1, 1, -1, 1, -1])
     """
     if path is None:
         env = os.environ.get(GLASS_ENV_VAR)
@@ -201,6 +225,11 @@ def ard_kernel(X: np.ndarray, theta: np.ndarray, jitter: float = 1e-3) -> np.nda
         Symmetric positive-definite (for ``jitter > 0``) covariance matrix.  For absurd
         ``theta`` (``|theta_i| > ~700``) the result may contain non-finite entries.
 
+    References
+    ----------
+    .. [1] Rasmussen, C. E., Williams, C. K. I. (2006). Gaussian Processes for Machine
+       Learning. MIT Press, Section 5.1, eq. (5.2) (automatic relevance determination).
+
     Examples
     --------
     >>> import numpy as np
@@ -246,7 +275,7 @@ class LaplaceApproximation:
     (``A`` has the same spectrum as ``B``, so it is as well conditioned), computed lazily the
     first time it is needed.
 
-    Attributes
+    Parameters
     ----------
     f_hat : ndarray, shape (n,)
         Posterior mode of ``f``.
@@ -264,6 +293,26 @@ class LaplaceApproximation:
         Whether the objective change fell below the tolerance within ``max_iter`` iterations.
     K, y : ndarray
         The prior covariance and labels the approximation was computed for.
+
+    All parameters are stored as attributes of the same names.
+
+    References
+    ----------
+    .. [1] Rasmussen, C. E., Williams, C. K. I. (2006). Gaussian Processes for Machine
+       Learning. MIT Press, Section 3.4 (Algorithms 3.1 and 3.2).
+    .. [2] Filippone, M., Girolami, M. (2014). Pseudo-marginal Bayesian inference for
+       Gaussian processes. IEEE TPAMI 36(11) (the Laplace approximation as importance
+       density).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.linspace(-1, 1, 5)[:, None]
+    >>> la = laplace_approximation(ard_kernel(X, np.zeros(1)), np.array([-1, -1, 1, 1, 1]))
+    >>> la.n, la.sample(3, rng=0).shape
+    (5, (3, 5))
+    >>> bool(np.allclose(la.cov, la.cov.T))
+    True
     """
 
     f_hat: np.ndarray

@@ -40,7 +40,7 @@ class KameleonStep(LocalGaussianStep):
     * every tuning iteration adds the current position to a uniform reservoir subsample of
       the history of size ``n_history`` (constant memory);
     * the proposal's subsample ``z`` is refreshed from the reservoir at iterations
-      ``subsample_schedule`` (default 50, 75, 112, ... then every 100) and once more when
+      ``subsample_schedule`` (default 50, 75, 113, 169, 253, then every 100) and once more when
       tuning ends; the bandwidth is re-estimated by the median heuristic at each refresh
       unless given;
     * ``nu^2`` follows a Robbins-Monro recursion toward ``target_accept``.  It is adapted as

@@ -12,10 +12,10 @@
 
 References
 ----------
-Haario, Saksman, Tamminen (1999). Adaptive proposal distribution for random walk Metropolis
-algorithm. Computational Statistics 14(3), 375-395.
-Sejdinovic, Strathmann, Lomeli, Andrieu, Gretton (2014). Kernel adaptive Metropolis-Hastings.
-ICML 2014, Section 5.2.
+- Haario, Saksman, Tamminen (1999). Adaptive proposal distribution for random walk
+  Metropolis algorithm. Computational Statistics 14(3), 375-395.
+- Sejdinovic, Strathmann, Lomeli, Andrieu, Gretton (2014). Kernel adaptive
+  Metropolis-Hastings. ICML 2014, Section 5.2.
 """
 
 from __future__ import annotations
@@ -79,6 +79,13 @@ def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x"
     -------
     pymc.Model
 
+    References
+    ----------
+    .. [1] Haario, H., Saksman, E., Tamminen, J. (1999). Adaptive proposal distribution for
+       random walk Metropolis algorithm. Computational Statistics 14(3), 375-395.
+    .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
+
     Examples
     --------
     >>> from pymc_kameleon.targets import banana_logp
@@ -130,6 +137,11 @@ def flower_model(
     -------
     pymc.Model
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
+
     Examples
     --------
     >>> from pymc_kameleon.targets import flower_logp
@@ -171,6 +183,12 @@ def gaussian_model(cov: ArrayLike, mean: ArrayLike | None = None, name: str = "x
     Returns
     -------
     pymc.Model
+
+    References
+    ----------
+    .. [1] Roberts, G. O., Gelman, A., Gilks, W. R. (1997). Weak convergence and optimal
+       scaling of random walk Metropolis algorithms. Annals of Applied Probability 7(1),
+       110-120 (Gaussian targets, on which the acceptance rate 0.234 is optimal).
 
     Examples
     --------
@@ -226,6 +244,11 @@ class CountingLogp(Op):
     ----------
     count : int
         Number of evaluations so far.
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 5.3.2 (samplers compared at equal numbers of likelihood evaluations).
 
     Examples
     --------
@@ -294,7 +317,15 @@ def counted_model(
 
     Returns
     -------
-    (pymc.Model, CountingLogp)
+    model : pymc.Model
+        The model.
+    op : CountingLogp
+        Its counter (``op.count``).
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 5.3.2 (samplers compared at equal numbers of likelihood evaluations).
 
     Examples
     --------
@@ -350,6 +381,19 @@ def gp_classification_model(
         Seed of the estimator outside the package's step methods (they reseed it per chain).
     name : str
         Name of the hyperparameter vector.
+
+    Returns
+    -------
+    pymc.Model
+        A model with one vector variable ``name`` of shape ``(d,)`` and the potential
+        ``"log_likelihood"``.  It has no gradient: sample it with a step of this package.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.1.
+    .. [2] Filippone, M., Girolami, M. (2014). Pseudo-marginal Bayesian inference for
+       Gaussian processes. IEEE TPAMI 36(11), 2214-2226.
 
     Examples
     --------

@@ -5,15 +5,15 @@ unbiased estimate targets the exact posterior, provided the estimate at the curr
 is *stored* and reused until a proposal is accepted (Andrieu and Roberts, 2009).  The step
 methods of this package do exactly that.  PyMC's Metropolis, DEMetropolisZ and Slice
 re-evaluate the current point every iteration ("Monte Carlo within Metropolis"), which is
-biased; :func:`pseudo_marginal_potential` warns when such a step is built for a model that
-contains an estimator.
+biased; :func:`~pymc_kameleon.pseudo_marginal_potential` warns when such a step is built for
+a model that contains an estimator.
 
 References
 ----------
-Andrieu, Roberts (2009). The pseudo-marginal approach for efficient Monte Carlo
-computations. Annals of Statistics 37(2).
-Filippone, Girolami (2014). Pseudo-marginal Bayesian inference for Gaussian processes.
-IEEE TPAMI 36(11).
+- Andrieu, Roberts (2009). The pseudo-marginal approach for efficient Monte Carlo
+  computations. Annals of Statistics 37(2).
+- Filippone, Girolami (2014). Pseudo-marginal Bayesian inference for Gaussian processes.
+  IEEE TPAMI 36(11).
 """
 
 from __future__ import annotations
@@ -39,7 +39,43 @@ __all__ = [
 
 
 class PseudoMarginalWarning(UserWarning):
-    """A step method that is not exact for likelihood estimators is being used with one."""
+    """A step method that is not exact for likelihood estimators is being used with one.
+
+    Issued when a step method that re-evaluates the log density at the current point every
+    iteration (PyMC's ``Metropolis``, ``DEMetropolisZ``, ``Slice``, ...) compiles a model that
+    contains a :func:`~pymc_kameleon.pseudo_marginal_potential`.  Such a chain re-estimates the
+    current likelihood ("Monte Carlo within Metropolis") and does not target the exact
+    posterior.
+    The step methods of this package never trigger it.  Turn it into an error with
+    ``warnings.simplefilter("error", PseudoMarginalWarning)``.
+
+    Parameters
+    ----------
+    *args
+        The message, as for every :class:`Warning`.
+
+    References
+    ----------
+    .. [1] Andrieu, C., Roberts, G. O. (2009). The pseudo-marginal approach for efficient
+       Monte Carlo computations. Annals of Statistics 37(2), 697-725 (Section 2.2 and
+       Table 1 compare it with Monte Carlo within Metropolis).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import pymc as pm
+    >>> from pymc_kameleon import PseudoMarginalWarning, pseudo_marginal_potential
+    >>> def noisy_loglik(mu, rng):
+    ...     return -0.5 * mu**2 + 0.3 * rng.normal() - 0.045
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu")
+    ...     lik = pseudo_marginal_potential("lik", noisy_loglik, mu)
+    ...     with warnings.catch_warnings(record=True) as caught:
+    ...         warnings.simplefilter("always")
+    ...         step = pm.Metropolis()
+    >>> any(issubclass(w.category, PseudoMarginalWarning) for w in caught)
+    True
+    """
 
 
 class LikelihoodEstimatorOp(Op):
@@ -48,7 +84,36 @@ class LikelihoodEstimatorOp(Op):
     The Op owns a :class:`numpy.random.Generator`; the step methods of this package replace
     it per chain (see :func:`reseed_estimators`), so runs are reproducible from
     ``pm.sample(random_seed=...)`` and different chains get different randomness.  It has no
-    gradient.
+    gradient.  A NaN estimate is returned as ``-inf`` (a rejected proposal).  Usually built
+    by :func:`~pymc_kameleon.pseudo_marginal_potential` rather than directly.
+
+    Parameters
+    ----------
+    estimator : callable
+        ``estimator(*param_values, rng) -> float or array``, the log of a non-negative
+        unbiased likelihood estimate; array outputs are summed.
+    name : str
+        Shown in printed graphs and in warnings.
+    seed : int or numpy.random.Generator, optional
+        Seed of the Op's own generator.
+
+    References
+    ----------
+    .. [1] Andrieu, C., Roberts, G. O. (2009). The pseudo-marginal approach for efficient
+       Monte Carlo computations. Annals of Statistics 37(2).
+
+    Examples
+    --------
+    Every evaluation is a new, independent estimate, even at the same point:
+
+    >>> import numpy as np, pytensor, pytensor.tensor as pt
+    >>> def noisy_loglik(x, rng):  # log-normal noise with E[exp(noise)] = 1
+    ...     return -0.5 * x**2 + rng.normal() - 0.5
+    >>> op = LikelihoodEstimatorOp(noisy_loglik, "lik", seed=0)
+    >>> x = pt.dscalar("x")
+    >>> f = pytensor.function([x], op(x))
+    >>> bool(f(1.0) != f(1.0))
+    True
     """
 
     def __init__(self, estimator: Callable[..., Any], name: str, seed=None):
@@ -140,7 +205,14 @@ def pseudo_marginal_potential(
     -----
     The potential has no gradient, so NUTS cannot be used.  PyMC's Metropolis, DEMetropolisZ
     and Slice re-estimate the current point and are therefore biased for such a model; a
-    :class:`PseudoMarginalWarning` is issued when one of them is built for it.
+    :class:`~pymc_kameleon.PseudoMarginalWarning` is issued when one of them is built for it.
+
+    References
+    ----------
+    .. [1] Andrieu, C., Roberts, G. O. (2009). The pseudo-marginal approach for efficient
+       Monte Carlo computations. Annals of Statistics 37(2), 697-725.
+    .. [2] Filippone, M., Girolami, M. (2014). Pseudo-marginal Bayesian inference for
+       Gaussian processes. IEEE TPAMI 36(11), 2214-2226.
 
     Examples
     --------
@@ -162,8 +234,37 @@ def pseudo_marginal_potential(
 def reseed_estimators(fn, rng: np.random.Generator) -> int:
     """Give every estimator Op in a compiled PyTensor function a generator drawn from ``rng``.
 
-    Returns the number of estimators reseeded (nodes are visited in topological order, so
-    the result is deterministic).
+    The step methods of this package call it from ``set_rng``, so that the likelihood
+    estimates of a chain are reproducible from ``pm.sample(random_seed=...)`` and differ
+    between chains.
+
+    Parameters
+    ----------
+    fn : pytensor.compile.function.types.Function
+        A compiled function (e.g. ``model.compile_logp().f``).
+    rng : numpy.random.Generator
+        Source of the new seeds.
+
+    Returns
+    -------
+    int
+        The number of :class:`LikelihoodEstimatorOp` nodes reseeded (visited in topological
+        order, so the result is deterministic).
+
+    References
+    ----------
+    .. [1] Andrieu, C., Roberts, G. O. (2009). The pseudo-marginal approach for efficient
+       Monte Carlo computations. Annals of Statistics 37(2).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu")
+    ...     lik = pseudo_marginal_potential("lik", lambda mu, rng: rng.normal() - 0.5, mu)
+    >>> logp = model.compile_logp()
+    >>> reseed_estimators(logp.f, np.random.default_rng(1))
+    1
     """
     count = 0
     for node in fn.maker.fgraph.toposort():

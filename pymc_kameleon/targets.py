@@ -30,10 +30,10 @@ All functions take the draws as an array of shape ``(..., d)`` (e.g. ``(n, d)``,
 
 References
 ----------
-Haario, Saksman, Tamminen (1999). Adaptive proposal distribution for random walk Metropolis
-algorithm. Computational Statistics 14(3), 375-395.
-Sejdinovic, Strathmann, Lomeli, Andrieu, Gretton (2014). Kernel adaptive Metropolis-Hastings.
-ICML 2014, Section 5.2.
+- Haario, Saksman, Tamminen (1999). Adaptive proposal distribution for random walk
+  Metropolis algorithm. Computational Statistics 14(3), 375-395.
+- Sejdinovic, Strathmann, Lomeli, Andrieu, Gretton (2014). Kernel adaptive
+  Metropolis-Hastings. ICML 2014, Section 5.2.
 """
 
 from __future__ import annotations
@@ -118,6 +118,21 @@ def _scalar_or_array(out: np.ndarray) -> float | np.ndarray:
 def squared_norm(X: ArrayLike) -> np.ndarray:
     """Squared Euclidean norm of each row: the default statistic of :func:`quantile_coverage`.
 
+    Parameters
+    ----------
+    X : array_like, shape (..., d)
+        Points.
+
+    Returns
+    -------
+    ndarray, shape ``X.shape[:-1]``
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2 (quantile regions
+       of the radius).
+
     Examples
     --------
     >>> squared_norm([[3.0, 4.0], [1.0, 0.0]])
@@ -148,6 +163,13 @@ def banana_logp(X: ArrayLike, b: float = 0.1, v: float = 100.0) -> float | np.nd
     -------
     float or ndarray of shape ``X.shape[:-1]``
         ``log N(y1; 0, v) + log N(y2; b (y1^2 - v), 1) + sum_{j>=3} log N(yj; 0, 1)``.
+
+    References
+    ----------
+    .. [1] Haario, H., Saksman, E., Tamminen, J. (1999). Adaptive proposal distribution for
+       random walk Metropolis algorithm. Computational Statistics 14(3), 375-395.
+    .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
 
     Examples
     --------
@@ -191,6 +213,11 @@ def banana_sample(
     -------
     ndarray, shape (n, dim)
 
+    References
+    ----------
+    .. [1] Haario, H., Saksman, E., Tamminen, J. (1999). Adaptive proposal distribution for
+       random walk Metropolis algorithm. Computational Statistics 14(3), 375-395.
+
     Examples
     --------
     >>> Y = banana_sample(1000, dim=8, b=0.03, v=100.0, rng=0)
@@ -219,6 +246,11 @@ def banana_to_standard(X: ArrayLike, b: float = 0.1, v: float = 100.0) -> np.nda
     Returns
     -------
     ndarray, same shape as ``X``
+
+    References
+    ----------
+    .. [1] Haario, H., Saksman, E., Tamminen, J. (1999). Adaptive proposal distribution for
+       random walk Metropolis algorithm. Computational Statistics 14(3), 375-395.
 
     Examples
     --------
@@ -258,6 +290,11 @@ def banana_coverage(
     -------
     ndarray, shape (len(quantiles),)
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2 and Figure 5.
+
     Examples
     --------
     >>> Y = banana_sample(20000, dim=8, b=0.1, rng=1)
@@ -293,6 +330,11 @@ def banana_coverage_error(
     Returns
     -------
     float
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2 and Figure 5.
 
     Examples
     --------
@@ -338,6 +380,11 @@ def flower_logp(
     -------
     float or ndarray of shape ``X.shape[:-1]``
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
+
     Examples
     --------
     >>> flower_logp([16.0, 0.0]) == 0.0  # on the tip of a petal: r = r0 + A
@@ -377,6 +424,20 @@ def flower_log_normaliser(
     ``log int_{-pi}^{pi} g(phi) dphi`` with the closed-form radial integral ``g`` (normal CDF and
     PDF) and adaptive quadrature over the angle.  ``flower_logp(x) - flower_log_normaliser()``
     is the normalised log density.
+
+    Parameters
+    ----------
+    r0, A, w, s : float
+        Target parameters (see :func:`flower_logp`).
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
 
     Examples
     --------
@@ -529,6 +590,11 @@ def flower_sample(
     -------
     ndarray, shape (n, dim)
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2.
+
     Examples
     --------
     >>> X = flower_sample(5000, dim=8, rng=0)
@@ -586,6 +652,11 @@ def quantile_coverage(
     -------
     ndarray, shape (len(quantiles),)
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2 and Figure 5.
+
     Examples
     --------
     >>> ref = flower_sample(20000, dim=2, rng=0)
@@ -618,7 +689,21 @@ def quantile_coverage_error(
     """Mean absolute deviation of :func:`quantile_coverage` from the levels.
 
     The sample-based analogue of :func:`banana_coverage_error`, for targets without
-    closed-form quantile regions (the flower).  Parameters as in :func:`quantile_coverage`.
+    closed-form quantile regions (the flower).
+
+    Parameters
+    ----------
+    X, reference, quantiles, statistic
+        As for :func:`quantile_coverage`.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5.2 and Figure 5.
 
     Examples
     --------

@@ -8,8 +8,9 @@ correction with the true ``log pi`` keeps the chain exact.
 
 References
 ----------
-Neal (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain Monte Carlo, Ch. 5.
-Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, Sections 4.1 and 4.3.
+- Neal (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain Monte Carlo,
+  Ch. 5.
+- Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, Sections 4.1 and 4.3.
 """
 
 from __future__ import annotations
@@ -23,6 +24,20 @@ __all__ = ["kinetic_energy", "leapfrog"]
 
 def kinetic_energy(p: np.ndarray) -> float:
     """``|p|^2 / 2``, the kinetic energy for an identity mass matrix.
+
+    Parameters
+    ----------
+    p : array_like, shape (d,)
+        Momentum.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    .. [1] Neal, R. M. (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain
+       Monte Carlo, Chapter 5.
 
     Examples
     --------
@@ -62,6 +77,13 @@ def leapfrog(
     Returns
     -------
     q_new, p_new : ndarray, shape (d,)
+
+    References
+    ----------
+    .. [1] Neal, R. M. (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain
+       Monte Carlo, Chapter 5, Section 5.2.3.
+    .. [2] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 4.1 (kernel induced Hamiltonian flow).
 
     Examples
     --------

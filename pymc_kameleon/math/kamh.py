@@ -7,8 +7,8 @@ is the centring matrix.  ``M H M^T`` is computed as ``Mc Mc^T`` with ``Mc = M - 
 
 References
 ----------
-Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
-Metropolis-Hastings. ICML. Proposition 2 and Eq. (3).
+- Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
+  Metropolis-Hastings. ICML. Proposition 2 and Eq. (3).
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ def kamh_gram(y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
         Symmetric positive semi-definite matrix.  It tends to zero when ``y`` is far from
         every ``z_i``, so the proposal falls back to ``N(y, gamma^2 I)`` there.
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2, Eq. (3) and Section 4.3.
+
     Examples
     --------
     >>> import numpy as np
@@ -54,7 +59,40 @@ def kamh_gram(y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
 def kamh_covariance(
     y: np.ndarray, Z: np.ndarray, bandwidth: float, gamma: float, nu2: float
 ) -> np.ndarray:
-    """Full proposal covariance ``gamma^2 I + nu^2 M H M^T`` at ``y``."""
+    """Full proposal covariance ``gamma^2 I + nu^2 M H M^T`` at ``y``.
+
+    Parameters
+    ----------
+    y : ndarray, shape (d,)
+        Point at which the proposal is built.
+    Z : ndarray, shape (n, d)
+        History subsample.
+    bandwidth : float
+        Gaussian kernel bandwidth ``s``.
+    gamma : float
+        Standard deviation of the isotropic exploration term.
+    nu2 : float
+        Scale ``nu^2`` of the adaptive part.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2.
+
+    Examples
+    --------
+    Far from the history only the exploration term is left:
+
+    >>> import numpy as np
+    >>> Z = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.5]])
+    >>> kamh_covariance(np.array([50.0, 50.0]), Z, 1.0, gamma=0.2, nu2=1.0).round(6)
+    array([[0.04, 0.  ],
+           [0.  , 0.04]])
+    """
     d = np.asarray(y).shape[0]
     return gamma**2 * np.eye(d) + nu2 * kamh_gram(y, Z, bandwidth)
 
@@ -62,11 +100,39 @@ def kamh_covariance(
 def kamh_proposal(
     y: np.ndarray, Z: np.ndarray, bandwidth: float, gamma: float, nu2: float
 ) -> MultivariateNormal:
-    """The proposal distribution ``q_z(. | y)`` as a :class:`MultivariateNormal`.
+    """The proposal ``q_z(. | y)`` as a :class:`~pymc_kameleon.math.linalg.MultivariateNormal`.
 
     Both directions of the Metropolis-Hastings ratio use this function: the forward
     density at the current point and the reverse density at the proposed point, with the
     same ``Z``, bandwidth, ``gamma`` and ``nu2``.
+
+    Parameters
+    ----------
+    y, Z, bandwidth, gamma, nu2
+        As for :func:`kamh_covariance`.
+
+    Returns
+    -------
+    MultivariateNormal
+        ``N(y, kamh_covariance(y, Z, bandwidth, gamma, nu2))``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2 and Eq. (4).
+
+    Examples
+    --------
+    The log Metropolis-Hastings correction of a move from ``y`` to ``x``:
+
+    >>> import numpy as np
+    >>> Z = np.random.default_rng(0).normal(size=(50, 2))
+    >>> y, x = np.zeros(2), np.array([0.5, -0.3])
+    >>> forward = kamh_proposal(y, Z, 1.0, gamma=0.2, nu2=0.5)
+    >>> reverse = kamh_proposal(x, Z, 1.0, gamma=0.2, nu2=0.5)
+    >>> correction = reverse.logpdf(y) - forward.logpdf(x)
+    >>> bool(correction != 0.0)  # the proposal is not symmetric
+    True
     """
     return MultivariateNormal.from_cov(y, kamh_covariance(y, Z, bandwidth, gamma, nu2))
 
@@ -78,5 +144,28 @@ def natural_nu2_scale(bandwidth: float, n: int) -> float:
     units of a covariance when ``nu^2`` is a multiple of ``s^4 / n``.  The step methods adapt
     the dimensionless ratio ``nu^2 / (s^4 / n)``, which keeps the tuned acceptance rate stable
     when the subsample size or the bandwidth change.
+
+    Parameters
+    ----------
+    bandwidth : float
+        Kernel bandwidth ``s``.
+    n : int
+        Number of history points in the subsample.
+
+    Returns
+    -------
+    float
+        ``s^4 / n``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 4.3 (covariance
+       structure for the Gaussian kernel).
+
+    Examples
+    --------
+    >>> natural_nu2_scale(2.0, 1000)
+    0.016
     """
     return bandwidth**4 / max(int(n), 1)

@@ -4,8 +4,8 @@ Convention: ``k(x, y) = exp(-||x - y||^2 / (2 s^2))`` with bandwidth ``s > 0``.
 
 References
 ----------
-Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
-Metropolis-Hastings. ICML, Section 4.3 ("Gaussian kernel").
+- Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
+  Metropolis-Hastings. ICML, Section 4.3 ("Gaussian kernel").
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ def gaussian_kernel(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> np.ndarra
     Returns
     -------
     ndarray, shape (n, m)
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 4.3.
 
     Examples
     --------
@@ -61,6 +66,11 @@ def gaussian_kernel_grad(x: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.n
     ndarray, shape (n, d)
         Row ``i`` is ``grad_x k(x, z_i)``.
 
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 4.3.
+
     Examples
     --------
     >>> import numpy as np
@@ -92,6 +102,14 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     float
         The median distance; ``0.0`` if fewer than two distinct points exist, which callers
         treat as "no bandwidth yet".
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 5
+       (bandwidth "selected according to the median heuristic").
+    .. [2] Garreau, D., Jitkrittum, W., Kanagawa, M. (2017). Large sample analysis of the
+       median heuristic. arXiv:1707.07269.
 
     Examples
     --------

@@ -41,6 +41,11 @@ def safe_cholesky(A: np.ndarray, max_tries: int = 10) -> tuple[np.ndarray, float
     ValueError
         If ``A`` has non-finite entries.
 
+    References
+    ----------
+    .. [1] Rasmussen, C. E., Williams, C. K. I. (2006). Gaussian Processes for Machine
+       Learning. MIT Press, Appendix A.4 (Cholesky decomposition with added jitter).
+
     Examples
     --------
     >>> import numpy as np
@@ -73,6 +78,22 @@ def safe_cholesky(A: np.ndarray, max_tries: int = 10) -> tuple[np.ndarray, float
 @dataclass(frozen=True)
 class MultivariateNormal:
     """``N(mean, L L^T)`` given by its mean and lower Cholesky factor.
+
+    The proposal distributions of the step methods: sampling costs ``O(d^2)``, the density
+    ``O(d^2)`` (one triangular solve).
+
+    Parameters
+    ----------
+    mean : ndarray, shape (d,)
+        Mean.
+    chol : ndarray, shape (d, d)
+        Lower-triangular factor ``L`` of the covariance (use :meth:`from_cov` to build it
+        from a covariance matrix).
+
+    References
+    ----------
+    .. [1] Rasmussen, C. E., Williams, C. K. I. (2006). Gaussian Processes for Machine
+       Learning. MIT Press, Appendix A.2 (Gaussian identities) and A.4.
 
     Examples
     --------

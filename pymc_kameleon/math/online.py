@@ -19,6 +19,23 @@ __all__ = ["OnlineMeanCov", "Reservoir"]
 class OnlineMeanCov:
     """Running mean and covariance (divisor ``n``) by Welford's algorithm.
 
+    Parameters
+    ----------
+    dim : int
+        Dimension of the points.
+    count : int, default 0
+        Number of points seen (leave at 0).
+
+    References
+    ----------
+    .. [1] Welford, B. P. (1962). Note on a method for calculating corrected sums of squares
+       and products. Technometrics 4(3), 419-420.
+    .. [2] Chan, T. F., Golub, G. H., LeVeque, R. J. (1983). Algorithms for computing the
+       sample variance: analysis and recommendations. The American Statistician 37(3),
+       242-247 (pairwise combination, :meth:`update_batch`).
+    .. [3] Kotlicki, A. (2015). Fast Kernel Adaptive Metropolis-Hastings Algorithm. MSc
+       dissertation, University of Oxford, Section 4.1.
+
     Examples
     --------
     >>> import numpy as np
@@ -75,6 +92,20 @@ class Reservoir:
 
     Algorithm R (Vitter 1985): after ``t`` points each of them is in the reservoir with
     probability ``min(1, capacity / t)``.
+
+    Parameters
+    ----------
+    capacity : int
+        Maximum number of points kept (``>= 1``).
+    dim : int
+        Dimension of the points.
+    seen : int, default 0
+        Number of points offered so far (leave at 0).
+
+    References
+    ----------
+    .. [1] Vitter, J. S. (1985). Random sampling with a reservoir. ACM Transactions on
+       Mathematical Software 11(1), 37-57.
 
     Examples
     --------

@@ -14,9 +14,9 @@ random basis instead of drawing a new one.
 
 References
 ----------
-Rahimi, Recht (2007). Random features for large-scale kernel machines. NIPS.
-Sutherland, Schneider (2015). On the error of random Fourier features. UAI.
-Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, Section 4.6.2.
+- Rahimi, Recht (2007). Random features for large-scale kernel machines. NIPS.
+- Sutherland, Schneider (2015). On the error of random Fourier features. UAI.
+- Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, Section 4.6.2.
 """
 
 from __future__ import annotations
@@ -36,6 +36,27 @@ class RandomFourierFeatures:
     """A fixed random Fourier basis of ``n_features`` features.
 
     Create with :meth:`draw`.  All methods are pure functions of the stored draws.
+
+    Parameters
+    ----------
+    omega0 : ndarray, shape (n_freq, d)
+        Standard normal draws; the frequencies are ``omega0 / bandwidth``.
+    phase : ndarray, shape (n_freq,)
+        Phases ``b_j`` (zeros for ``"sincos"``).
+    bandwidth : float
+        Kernel bandwidth ``s``.
+    embedding : {"sincos", "phase"}
+        ``n_features = 2 n_freq`` sine/cosine pairs, or ``n_features = n_freq`` phased
+        cosines.
+
+    References
+    ----------
+    .. [1] Rahimi, A., Recht, B. (2007). Random features for large-scale kernel machines.
+       NIPS.
+    .. [2] Sutherland, D. J., Schneider, J. (2015). On the error of random Fourier features.
+       UAI.
+    .. [3] Kotlicki, A. (2015). Fast Kernel Adaptive Metropolis-Hastings Algorithm. MSc
+       dissertation, University of Oxford, Section 2.3 (embeddings (2.4) and (2.5)).
 
     Examples
     --------

@@ -18,10 +18,10 @@ thesis writes ``exp(-||x - y||^2 / sigma)``, i.e. ``sigma = 2 s^2``.
 
 References
 ----------
-Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Chapter 4
-(Propositions 3 and 4, Sections 4.5 and 4.6).
-Strathmann, Sejdinovic, Livingstone, Szabo, Gretton (2015). Gradient-free Hamiltonian Monte
-Carlo with efficient kernel exponential families. NIPS.
+- Strathmann (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Chapter 4
+  (Propositions 3 and 4, Sections 4.5 and 4.6).
+- Strathmann, Sejdinovic, Livingstone, Szabo, Gretton (2015). Gradient-free Hamiltonian
+  Monte Carlo with efficient kernel exponential families. NIPS.
 """
 
 from __future__ import annotations
@@ -116,6 +116,13 @@ class LiteScoreEstimator:
     alpha : ndarray, shape (n,)
         Coefficients (``None`` before :meth:`fit`).
 
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 4.2.1, Proposition 3 and Section 4.5.1.
+    .. [2] Hyvarinen, A. (2005). Estimation of non-normalized statistical models by score
+       matching. JMLR 6, 695-709.
+
     Examples
     --------
     >>> import numpy as np
@@ -204,6 +211,13 @@ class FiniteScoreEstimator:
         The basis ``phi`` (its bandwidth is the kernel bandwidth).
     lam : float
         Regularisation ``lambda >= 0`` (``> 0`` for :meth:`update` without :meth:`fit`).
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 4.2.2, Proposition 4 and Section 4.6 (online updates, 4.6.3).
+    .. [2] Hyvarinen, A. (2005). Estimation of non-normalized statistical models by score
+       matching. JMLR 6, 695-709.
 
     Examples
     --------
@@ -331,6 +345,32 @@ class CVResult:
     ``losses[i, j]`` is the mean held-out loss for ``bandwidths[i]`` and ``lams[j]``
     (``inf`` where a fit failed or gave a non-finite loss).  If every entry is ``inf`` the
     first grid point is reported and ``best_loss`` is ``inf``.
+
+    Parameters
+    ----------
+    best_bandwidth, best_lam : float
+        The grid point with the smallest mean held-out loss.
+    best_loss : float
+        That loss.
+    losses : ndarray, shape (len(bandwidths), len(lams))
+        Mean held-out loss of every grid point.
+    bandwidths, lams : ndarray
+        The grid.
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 4.3 ("Free parameters").
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(1).normal(size=(60, 2))
+    >>> res = cross_validate(X, [0.5, 2.0], [0.1, 1.0], LiteScoreEstimator, n_folds=3, rng=0)
+    >>> res.losses.shape
+    (2, 2)
+    >>> bool(res.best_loss == res.losses.min())
+    True
     """
 
     best_bandwidth: float
@@ -388,6 +428,13 @@ def cross_validate(
     lite estimator with bandwidths of 1/30 of the data's standard deviation and below.  For a
     single Gaussian the lite loss decreases towards large bandwidths (a quadratic log density
     is their limit), so the optimum may lie at the upper end of the grid.
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 4.3 ("Free parameters").
+    .. [2] Arlot, S., Celisse, A. (2010). A survey of cross-validation procedures for model
+       selection. Statistics Surveys 4, 40-79 (Section 8.1, dependent data).
 
     Examples
     --------
