@@ -15,13 +15,17 @@ from .math.rff import RandomFourierFeatures
 
 __all__ = ["FastKameleonStep"]
 
+# tuning iterations between snapshots of the feature covariance used by the proposals
+_SNAPSHOT_GAP = 100
+
 
 @dataclass
 class FastKameleonAdaptState(LocalGaussianAdaptState):
     reservoir: Reservoir | None = None  # bounded uniform subsample, for the bandwidth
     features: RandomFourierFeatures | None = None
     moments: OnlineMeanCov | None = None  # feature mean/covariance over the history
-    cov_root: np.ndarray | None = None  # (r, D) with root^T root = feature covariance
+    cov: np.ndarray | None = None  # snapshot of the feature covariance used by proposals
+    cov_root: np.ndarray | None = None  # (r, D) with root^T root = frozen covariance
 
 
 class FastKameleonStep(LocalGaussianStep):
@@ -43,6 +47,10 @@ class FastKameleonStep(LocalGaussianStep):
 
     * every tuning iteration updates the feature mean/covariance (Welford, ``O(D^2)``) and
       offers the point to a uniform reservoir subsample of fixed size ``n_bandwidth``;
+    * the proposals use a snapshot of ``C`` taken every 100 tuning iterations and at every
+      refresh, so that between snapshots the proposal at the current point is reused and
+      an iteration costs one Jacobian product ``J^T C J`` (at the proposed point) instead
+      of two;
     * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
       the bandwidth is re-estimated by the median heuristic on the reservoir, the *same*
       random basis is rescaled to it (``omega = omega0 / s``), and the feature moments
@@ -182,7 +190,8 @@ class FastKameleonStep(LocalGaussianStep):
         a.reservoir.add(x, self.rng)
         if a.moments is not None:
             a.moments.update(a.features.features(x))
-            a.cache.clear()  # C changed: cached proposals are stale
+            if a.t % _SNAPSHOT_GAP == 0:
+                self._snapshot()
 
     def _refresh(self) -> None:
         a = self._adapt
@@ -199,17 +208,24 @@ class FastKameleonStep(LocalGaussianStep):
             a.moments = OnlineMeanCov(self.n_features)
             a.moments.update_batch(a.features.features(points))
         a.bandwidth = s
+        self._snapshot()
         self._activate()
+
+    def _snapshot(self) -> None:
+        """Let the proposals use the current whole-history feature covariance."""
+        a = self._adapt
+        a.cov = a.moments.cov
+        a.cache.clear()  # C changed: cached proposals are stale
 
     def _on_stop_tuning(self) -> None:
         a = self._adapt
         if not a.active and a.t > 0:
             self._refresh()
         if a.active:  # C is frozen from now on: factor it once, keeping its numerical rank
-            w, U = np.linalg.eigh(a.moments.cov)
+            self._snapshot()
+            w, U = np.linalg.eigh(a.cov)
             keep = w > 1e-12 * max(float(w.max()), 0.0)
             a.cov_root = (U[:, keep] * np.sqrt(w[keep])).T
-            a.cache.clear()
 
     # ------------------------------------------------------------------ proposal
     def _natural_scale(self) -> float:
@@ -221,4 +237,4 @@ class FastKameleonStep(LocalGaussianStep):
         if a.cov_root is not None:
             RJ = a.cov_root @ J
             return RJ.T @ RJ
-        return J.T @ (a.moments.cov @ J)
+        return J.T @ (a.cov @ J)
