@@ -42,7 +42,7 @@ __all__ = ["QUICK", "main", "run_benchmark", "write_table"]
 QUICK = (2000, 2000)
 #: Default number of chains per sampler in full mode (each target well under an hour on
 #: 2 cores with ``--jobs 1``; see docs/benchmarks/README.md for the measured times).
-FULL_CHAINS = {"banana-moderate": 3, "banana-strong": 2, "flower": 1}
+FULL_CHAINS = {"banana-moderate": 3, "banana-strong": 2, "flower": 2}
 QUICK_CHAINS = 3
 #: The PyMC gradient-free samplers (for the issue #3 comparison).
 PYMC_GRADIENT_FREE = ("metropolis", "demz", "slice")

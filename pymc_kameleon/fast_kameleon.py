@@ -72,8 +72,12 @@ class FastKameleonStep(LocalGaussianStep):
         Continuous variables to sample jointly (default: all continuous ones).
     n_features : int, default 200
         Number of random Fourier features ``D``.  The dissertation found ``D < 50`` poor and
-        little gain beyond ``D ~ 350`` on 8-d bananas; 200 balances cost and accuracy (see
-        ``docs/benchmarks``).
+        little gain beyond ``D ~ 350`` on 8-d bananas.  Our benchmark
+        (``python -m benchmarks.n_features``, 8-d banana B(0.03, 100)) agrees that ``D <= 100``
+        mixes worse; ``D = 400`` gave about 2.5x the ESS per iteration of ``D = 200`` at twice
+        the cost per step (similar ESS per second).  200 is the default for its cost;
+        when a log-density evaluation costs much more than the step (likelihood estimators),
+        prefer ``n_features=400``.
     embedding : {"sincos", "phase"}, default "sincos"
         ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.  The pairs
         have the smaller kernel approximation variance (Sutherland and Schneider, 2015).
