@@ -14,7 +14,8 @@ reference (all mixed moments up to order 3), plus the share of wall time not spe
 likelihood estimator.  PyMC's Metropolis is the Monte-Carlo-within-Metropolis contrast: it
 re-estimates the current point and does not target the exact posterior; it also updates a
 vector element by element (2 d estimates per iteration, reported in the table).
-Outputs go to ``docs/benchmarks/gp_glass.md`` and ``docs/benchmarks/gp_glass.png``.
+Outputs go to ``docs/benchmarks/gp_glass.md`` and ``docs/benchmarks/gp_glass.png``
+(``--out DIR`` elsewhere; ``--reference FILE`` for another cache).
 """
 
 from __future__ import annotations
@@ -101,18 +102,18 @@ def run_reference(args) -> None:
                           compute_convergence_checks=False)
     seconds = time.perf_counter() - start
     theta = idata.posterior["theta"].values[:, :: args.thin]
-    REFERENCE.parent.mkdir(parents=True, exist_ok=True)
+    path = args.reference
+    path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(
-        REFERENCE, theta=theta, command=" ".join(["python -m benchmarks.gp_glass"] + sys.argv[1:]),
-        date=datetime.date.today().isoformat(), seconds=seconds,
-        accept=float(idata.sample_stats["accepted"].mean()),
+        path, theta=theta, command=args.command, date=datetime.date.today().isoformat(),
+        seconds=seconds, accept=float(idata.sample_stats["accepted"].mean()),
     )
     print(f"reference: {theta.shape[0]} chains x {theta.shape[1]} thinned draws in "
-          f"{seconds:.0f} s -> {REFERENCE} ({REFERENCE.stat().st_size / 1e3:.0f} kB)")
+          f"{seconds:.0f} s -> {path} ({path.stat().st_size / 1e3:.0f} kB)")
 
 
 def run_compare(args) -> None:
-    ref = np.load(REFERENCE)
+    ref = np.load(args.reference)
     ref_theta = ref["theta"].reshape(-1, ref["theta"].shape[-1])
     ref_mean = ref_theta.mean(axis=0)
     checkpoints = np.linspace(args.draws / 8, args.draws, 8).astype(int)
@@ -148,7 +149,8 @@ def run_compare(args) -> None:
 
 
 def write_outputs(args, ref, rows, curves, checkpoints) -> None:
-    DOCS.mkdir(parents=True, exist_ok=True)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     lines = [
         "# GP classification on UCI Glass (pseudo-marginal)",
         "",
@@ -169,7 +171,7 @@ def write_outputs(args, ref, rows, curves, checkpoints) -> None:
                      f"{mmd_sd:.2g} | {share:.1f} | {per_iter:.1f} | {secs:.0f} |")
     lines += ["", "Values after the last checkpoint, mean ± sd over seeds; curves in "
               "`gp_glass.png`."]
-    (DOCS / "gp_glass.md").write_text("\n".join(lines) + "\n")
+    (out / "gp_glass.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
 
@@ -191,7 +193,8 @@ def write_outputs(args, ref, rows, curves, checkpoints) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle("GP classification on UCI Glass: distance to the reference posterior")
     fig.tight_layout()
-    fig.savefig(DOCS / "gp_glass.png", dpi=110)
+    fig.savefig(out / "gp_glass.png", dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -207,7 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tune", type=int, default=None)
     parser.add_argument("--thin", type=int, default=50)
     parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--out", type=Path, default=DOCS, help="where compare writes its outputs")
+    parser.add_argument("--reference", type=Path, default=REFERENCE,
+                        help="the cached reference sample (.npz)")
     args = parser.parse_args(argv)
+    args.command = " ".join(["python -m benchmarks.gp_glass",
+                             *(sys.argv[1:] if argv is None else argv)])
     if args.stage == "reference":
         args.draws, args.tune = args.draws or 30000, args.tune or 5000
         run_reference(args)
