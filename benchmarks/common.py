@@ -46,6 +46,8 @@ __all__ = [
     "ChainResult",
     "SamplerSpec",
     "Target",
+    "fmt_mean_sd",
+    "mean_sd",
     "run_chain",
     "summarize",
 ]
@@ -327,6 +329,19 @@ METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
+def mean_sd(values) -> tuple[float, float]:
+    """Mean and sample standard deviation (``ddof=1``; 0 for a single value)."""
+    v = np.asarray(values, dtype=float)
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
+def fmt_mean_sd(mean: float, sd: float, digits: str = ".3g") -> str:
+    """``"mean ± sd"`` for tables (``"mean"`` when ``sd`` is 0, ``"n/a"`` if not finite)."""
+    if not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:{digits}} ± {sd:.2g}" if sd > 0 else f"{mean:{digits}}"
+
+
 def summarize(results: list[ChainResult]) -> dict[str, dict[str, tuple[float, float]]]:
     """Mean and standard deviation over chains of every metric, per sampler (table order).
 
@@ -339,7 +354,5 @@ def summarize(results: list[ChainResult]) -> dict[str, dict[str, tuple[float, fl
             continue
         out[key] = {}
         for metric, _ in METRICS:
-            values = np.array([getattr(r, metric) for r in runs], dtype=float)
-            sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-            out[key][metric] = (float(np.mean(values)), sd)
+            out[key][metric] = mean_sd([getattr(r, metric) for r in runs])
     return out

@@ -19,12 +19,11 @@ import datetime
 import time
 from pathlib import Path
 
-import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep
 
-from .common import SAMPLERS, TARGETS, SamplerSpec, run_chain
+from .common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
 
 __all__ = ["main"]
 
@@ -37,9 +36,7 @@ def _register(n_features: int) -> str:
 
 
 def _fmt(values: list[float], digits: str = ".3g") -> str:
-    v = np.asarray(values, dtype=float)
-    sd = v.std(ddof=1) if v.size > 1 else 0.0
-    return f"{v.mean():{digits}} ± {sd:.2g}"
+    return fmt_mean_sd(*mean_sd(values), digits)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from .common import SAMPLERS, ChainResult, Target
+from .common import SAMPLERS, ChainResult, Target, mean_sd
 
 __all__ = ["plot_metrics", "plot_traces"]
 
@@ -60,8 +60,7 @@ def plot_metrics(results: list[ChainResult], target: Target, path: Path,
             values = values[np.isfinite(values)]
             if values.size == 0:
                 continue
-            mean = float(values.mean())
-            sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+            mean, sd = mean_sd(values)
             low = min(sd, 0.95 * mean)  # log axes: keep the bar's lower error positive
             hatch = "//" if (metric == "ess_per_1k_evals" and SAMPLERS[key].gradient) else None
             ax.barh(yi, mean, xerr=[[low], [sd]], color=_COLORS[_group(key)], alpha=0.75,

@@ -33,7 +33,16 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .common import METRICS, SAMPLERS, TARGETS, ChainResult, Target, run_chain, summarize
+from .common import (
+    METRICS,
+    SAMPLERS,
+    TARGETS,
+    ChainResult,
+    Target,
+    fmt_mean_sd,
+    run_chain,
+    summarize,
+)
 from .plots import plot_metrics, plot_traces
 
 __all__ = ["QUICK", "main", "run_benchmark", "write_table"]
@@ -46,12 +55,6 @@ FULL_CHAINS = {"banana-moderate": 3, "banana-strong": 2, "flower": 2}
 QUICK_CHAINS = 3
 #: The PyMC gradient-free samplers (for the issue #3 comparison).
 PYMC_GRADIENT_FREE = ("metropolis", "demz", "slice")
-
-
-def _fmt(mean: float, sd: float) -> str:
-    if not np.isfinite(mean):
-        return "n/a"
-    return f"{mean:.3g} ± {sd:.2g}" if sd > 0 else f"{mean:.3g}"
 
 
 def _machine_load() -> str:
@@ -95,7 +98,7 @@ def write_table(results: list[ChainResult], target: Target, path: Path, header: 
         name = spec.label + (" ‡" if spec.gradient else "")
         short = mode_tune is not None and run.tune < mode_tune
         iters = f"{run.tune:,} + {run.draws:,}" + (" †" if short else "")
-        cells = [name, iters] + [_fmt(*stats[m]) for m, _ in METRICS]
+        cells = [name, iters] + [fmt_mean_sd(*stats[m]) for m, _ in METRICS]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
