@@ -16,9 +16,22 @@ import pymc as pm
 from scipy import stats
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from pymc_kameleon.step_base import Proposal
 from pymc_kameleon.targets import banana_coverage_error
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
+
+#: Covariance of the correlated 2-d Gaussian used by the ``gauss`` fixture (conftest.py).
+GAUSS_COV = np.array([[4.0, 1.8], [1.8, 1.0]])
+
+
+class DropHastingsCorrection:
+    """Mixin for deliberately broken variants: treats the (asymmetric) proposal as
+    symmetric by zeroing the log correction ``log q(y|x*) - log q(x*|y)``."""
+
+    def _propose(self, state):
+        proposal, stats = super()._propose(state)
+        return Proposal(proposal.position, 0.0), stats
 
 
 def sample(model, step_factory, *, draws, tune, chains=2, cores=1, seed=0, **kwargs):

@@ -2,25 +2,16 @@
 
 import numpy as np
 import pytest
-from checks import banana_check, sample
+from checks import DropHastingsCorrection, banana_check, sample
 
 from pymc_kameleon import KameleonStep
 from pymc_kameleon.math.kamh import kamh_proposal
-from pymc_kameleon.models import banana_model, gaussian_model
-from pymc_kameleon.step_base import ChainState, Proposal
+from pymc_kameleon.models import banana_model
+from pymc_kameleon.step_base import ChainState
 
 
-class NoHastingsCorrection(KameleonStep):
+class NoHastingsCorrection(DropHastingsCorrection, KameleonStep):
     """Deliberately broken: treats the (asymmetric) proposal as symmetric."""
-
-    def _propose(self, state):
-        proposal, stats = super()._propose(state)
-        return Proposal(proposal.position, 0.0), stats
-
-
-@pytest.fixture(scope="module")
-def gauss():
-    return gaussian_model(np.array([[4.0, 1.8], [1.8, 1.0]]))
 
 
 @pytest.mark.parametrize(

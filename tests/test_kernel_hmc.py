@@ -8,7 +8,7 @@ from checks import banana_check, sample
 
 from pymc_kameleon import KernelHMCStep
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
-from pymc_kameleon.models import banana_model, gaussian_model
+from pymc_kameleon.models import banana_model
 from pymc_kameleon.step_base import Proposal
 
 
@@ -19,11 +19,6 @@ class NoKineticEnergy(KernelHMCStep):
         proposal, stats = super()._propose(state)
         corr = proposal.log_correction
         return Proposal(proposal.position, 0.0 if np.isfinite(corr) else corr), stats
-
-
-@pytest.fixture(scope="module")
-def gauss():
-    return gaussian_model(np.array([[4.0, 1.8], [1.8, 1.0]]))
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import SAMPLERS, ks_pvalue, moment_zscores, sample
+from checks import GAUSS_COV, SAMPLERS, ks_pvalue, moment_zscores, sample
 from scipy import stats
 
 from pymc_kameleon import PseudoMarginalWarning, pseudo_marginal_potential
-from pymc_kameleon.models import counted_model, gaussian_model
+from pymc_kameleon.models import counted_model
 from pymc_kameleon.targets import banana_logp
 
 
@@ -26,12 +26,7 @@ def sampler(request):
     return SAMPLERS[request.param]
 
 
-COV = np.array([[4.0, 1.8], [1.8, 1.0]])
-
-
-@pytest.fixture(scope="module")
-def gauss():
-    return gaussian_model(COV)
+COV = GAUSS_COV  # the gauss fixture's covariance (conftest.py)
 
 
 @pytest.fixture(scope="module")
