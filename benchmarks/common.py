@@ -31,7 +31,7 @@ import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep
 from pymc_kameleon.models import banana_model, counted_model, flower_model
-from pymc_kameleon.targets import (
+from pymc_kameleon.models.targets import (
     banana_coverage_error,
     banana_logp,
     banana_sample,

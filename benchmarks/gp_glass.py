@@ -41,7 +41,7 @@ from pymc_kameleon import (  # noqa: E402
     KernelHMCStep,
     RandomWalkStep,
 )
-from pymc_kameleon.gpc import GPClassificationLikelihood, load_glass  # noqa: E402
+from pymc_kameleon.models.gpc import GPClassificationLikelihood, load_glass  # noqa: E402
 from pymc_kameleon.pseudo_marginal import pseudo_marginal_potential  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

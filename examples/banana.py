@@ -17,7 +17,7 @@ import pymc as pm
 
 from pymc_kameleon import KameleonStep
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.targets import banana_coverage_error
+from pymc_kameleon.models.targets import banana_coverage_error
 
 
 def main(argv: list[str] | None = None) -> None:

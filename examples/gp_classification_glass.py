@@ -32,8 +32,8 @@ from pymc_kameleon import (  # noqa: E402
     KernelHMCStep,
     RandomWalkStep,
 )
-from pymc_kameleon.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 from pymc_kameleon.models import gp_classification_model  # noqa: E402
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 
 SAMPLERS = {
     "kameleon": KameleonStep,

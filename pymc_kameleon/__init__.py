@@ -5,11 +5,8 @@
 ['FastKameleonStep', 'KameleonStep', 'KernelHMCStep', 'RandomWalkStep']
 """
 
-from .fast_kameleon import FastKameleonStep
-from .kameleon import KameleonStep
-from .kernel_hmc import KernelHMCStep
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
-from .random_walk import RandomWalkStep
+from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 
 __all__ = [
     "FastKameleonStep",

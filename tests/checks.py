@@ -16,8 +16,8 @@ import pymc as pm
 from scipy import stats
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
-from pymc_kameleon.step_base import Proposal
-from pymc_kameleon.targets import banana_coverage_error
+from pymc_kameleon.models.targets import banana_coverage_error
+from pymc_kameleon.steps.base import Proposal
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 

@@ -7,7 +7,7 @@ from scipy.stats import multivariate_normal
 
 from pymc_kameleon import FastKameleonStep
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.step_base import ChainState
+from pymc_kameleon.steps.base import ChainState
 
 
 class ForwardCovarianceReused(DropHastingsCorrection, FastKameleonStep):

@@ -1,4 +1,4 @@
-"""Tests for the pseudo-marginal GP-classification target (:mod:`pymc_kameleon.gpc`)."""
+"""Tests for the pseudo-marginal GP-classification target (:mod:`pymc_kameleon.models.gpc`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from scipy import optimize, stats
 from scipy.special import expit
 
-from pymc_kameleon.gpc import (
+from pymc_kameleon.models.gpc import (
     GLASS_ENV_VAR,
     GPClassificationLikelihood,
     ard_kernel,

@@ -7,7 +7,7 @@ from checks import DropHastingsCorrection, banana_check, sample
 from pymc_kameleon import KameleonStep
 from pymc_kameleon.math.kamh import kamh_proposal
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.step_base import ChainState
+from pymc_kameleon.steps.base import ChainState
 
 
 class NoHastingsCorrection(DropHastingsCorrection, KameleonStep):

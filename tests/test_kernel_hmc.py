@@ -9,7 +9,7 @@ from checks import banana_check, sample
 from pymc_kameleon import KernelHMCStep
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.step_base import Proposal
+from pymc_kameleon.steps.base import Proposal
 
 
 class NoKineticEnergy(KernelHMCStep):

@@ -18,7 +18,7 @@ from scipy import stats
 
 from pymc_kameleon import PseudoMarginalWarning, pseudo_marginal_potential
 from pymc_kameleon.models import counted_model
-from pymc_kameleon.targets import banana_logp
+from pymc_kameleon.models.targets import banana_logp
 
 
 @pytest.fixture(params=list(SAMPLERS), scope="module")

@@ -1,4 +1,4 @@
-"""Tests of the synthetic targets (``pymc_kameleon.targets``) and model factories (``models``).
+"""Tests of the synthetic targets (``models.targets``) and the model factories (``models``).
 
 The flower sampler is checked against marginals obtained by brute-force integration of
 ``flower_logp`` on a fine *Cartesian* grid, which shares nothing with the sampler (no polar
@@ -24,7 +24,7 @@ from pymc_kameleon.models import (
     flower_model,
     gaussian_model,
 )
-from pymc_kameleon.targets import (
+from pymc_kameleon.models.targets import (
     QUANTILE_LEVELS,
     _sample_radius,  # the conditional sampler, tested directly
     banana_coverage,

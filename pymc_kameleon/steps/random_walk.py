@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .adaptation import RobbinsMonro
-from .math.linalg import safe_cholesky
-from .step_base import BaseKernelStep, ChainState, Proposal
+from ..adaptation import RobbinsMonro
+from ..math.linalg import safe_cholesky
+from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["RandomWalkStep"]
 

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .adaptation import GeometricSchedule, RobbinsMonro
-from .math.hmc import kinetic_energy, leapfrog
-from .math.kernels import median_heuristic
-from .math.online import Reservoir
-from .math.rff import RandomFourierFeatures
-from .math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
-from .step_base import BaseKernelStep, ChainState, Proposal
+from ..adaptation import GeometricSchedule, RobbinsMonro
+from ..math.hmc import kinetic_energy, leapfrog
+from ..math.kernels import median_heuristic
+from ..math.online import Reservoir
+from ..math.rff import RandomFourierFeatures
+from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
+from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["KernelHMCStep"]
 

@@ -7,11 +7,11 @@ from typing import Literal
 
 import numpy as np
 
-from .adaptation import GeometricSchedule
+from ..adaptation import GeometricSchedule
+from ..math.kernels import median_heuristic
+from ..math.online import OnlineMeanCov, Reservoir
+from ..math.rff import RandomFourierFeatures
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
-from .math.kernels import median_heuristic
-from .math.online import OnlineMeanCov, Reservoir
-from .math.rff import RandomFourierFeatures
 
 __all__ = ["FastKameleonStep"]
 

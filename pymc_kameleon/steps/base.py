@@ -39,7 +39,7 @@ from pymc.util import get_value_vars_from_user_vars
 from rich.progress import TextColumn
 from rich.table import Column
 
-from .pseudo_marginal import reseed_estimators
+from ..pseudo_marginal import reseed_estimators
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal"]
 

@@ -3,8 +3,8 @@
 * :func:`banana_model`, :func:`flower_model`: one vector variable (``pm.Flat``) whose density is a
   ``pm.Potential`` written in PyTensor, so gradient-based samplers (NUTS) run on the same models
   as the gradient-free step methods of this package.  Their log densities equal
-  :func:`pymc_kameleon.targets.banana_logp` exactly and
-  :func:`pymc_kameleon.targets.flower_logp` exactly (both are unnormalised in the same way).
+  :func:`pymc_kameleon.models.targets.banana_logp` exactly and
+  :func:`~pymc_kameleon.models.targets.flower_logp` exactly (both are unnormalised in the same way).
 * :func:`gaussian_model`: a multivariate normal with a given covariance, for tests.
 * :class:`CountingLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
   ``Op`` without gradient that counts its evaluations, to compare samplers by the number of
@@ -59,10 +59,10 @@ def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x"
     """PyMC model of the banana target ``B(b, v)`` (Haario et al., 1999).
 
     One variable ``name`` of shape ``(dim,)``: a ``pm.Flat`` with initial value ``0`` and the
-    normalised banana log density (see :func:`pymc_kameleon.targets.banana_logp`) as a
+    normalised banana log density (see :func:`pymc_kameleon.models.targets.banana_logp`) as a
     ``pm.Potential`` named ``f"{name}_logp"``.  The expression is plain PyTensor, so it has a
     gradient.  (Because of the ``Flat`` variable the model has no prior predictive; use
-    :func:`pymc_kameleon.targets.banana_sample` for exact draws.)
+    :func:`pymc_kameleon.models.targets.banana_sample` for exact draws.)
 
     Parameters
     ----------
@@ -88,7 +88,7 @@ def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x"
 
     Examples
     --------
-    >>> from pymc_kameleon.targets import banana_logp
+    >>> from pymc_kameleon.models.targets import banana_logp
     >>> model = banana_model(dim=3, b=0.1)
     >>> logp = model.compile_logp()
     >>> point = {"x": np.array([5.0, -7.0, 0.5])}
@@ -119,7 +119,7 @@ def flower_model(
     """PyMC model of the flower target ``F(r0, A, w, s)`` (Sejdinovic et al., 2014).
 
     One variable ``name`` of shape ``(dim,)``: a ``pm.Flat`` and the unnormalised flower log
-    density of :func:`pymc_kameleon.targets.flower_logp` (same constant) as a ``pm.Potential``
+    density of :func:`~.targets.flower_logp` (same constant) as a ``pm.Potential``
     named ``f"{name}_logp"``.  The initial value lies on the tip of the petal at angle 0,
     ``x = (max(r0 + A, s), 0, ..., 0)``: at ``x1 = x2 = 0`` the density is finite but the gradient
     of the radius is not (NUTS would fail there).
@@ -144,7 +144,7 @@ def flower_model(
 
     Examples
     --------
-    >>> from pymc_kameleon.targets import flower_logp
+    >>> from pymc_kameleon.models.targets import flower_logp
     >>> model = flower_model(dim=4)
     >>> model.initial_point()["x"]
     array([16.,  0.,  0.,  0.])
@@ -307,7 +307,7 @@ def counted_model(
     ----------
     logp_fn : callable
         ``logp_fn(x: np.ndarray of shape (dim,)) -> float``, e.g.
-        ``functools.partial(pymc_kameleon.targets.banana_logp, b=0.1)``.
+        ``functools.partial(pymc_kameleon.models.targets.banana_logp, b=0.1)``.
     dim : int
         Dimension of the variable.
     initval : array_like, shape (dim,), optional
@@ -330,7 +330,7 @@ def counted_model(
     Examples
     --------
     >>> from functools import partial
-    >>> from pymc_kameleon.targets import banana_logp
+    >>> from pymc_kameleon.models.targets import banana_logp
     >>> model, op = counted_model(partial(banana_logp, b=0.1), dim=2)
     >>> logp = model.compile_logp()
     >>> op.count = 0
@@ -363,14 +363,14 @@ def gp_classification_model(
 
     ``theta_i = log l_i^2`` (one per input dimension) with prior ``N(0, prior_variance I)``;
     the likelihood ``p(y | theta)`` is replaced by the unbiased importance-sampling estimate
-    of :class:`pymc_kameleon.gpc.GPClassificationLikelihood` (Laplace proposal, ``n_importance``
+    of :class:`~.gpc.GPClassificationLikelihood` (Laplace proposal, ``n_importance``
     draws), added with :func:`pymc_kameleon.pseudo_marginal_potential`.  Sample it with a step
     method of this package, which keeps the current estimate (exact pseudo-marginal MCMC).
 
     Parameters
     ----------
     X : array, shape (n, d)
-        Inputs (whitened, e.g. by :func:`pymc_kameleon.gpc.load_glass`).
+        Inputs (whitened, e.g. by :func:`pymc_kameleon.models.gpc.load_glass`).
     y : array, shape (n,)
         Labels in {-1, +1}.
     n_importance : int
@@ -403,8 +403,8 @@ def gp_classification_model(
     >>> bool(np.isfinite(model.compile_logp()({"theta": np.zeros(2)})))
     True
     """
+    from ..pseudo_marginal import pseudo_marginal_potential
     from .gpc import GPClassificationLikelihood
-    from .pseudo_marginal import pseudo_marginal_potential
 
     likelihood = GPClassificationLikelihood(
         np.asarray(X, dtype=float), np.asarray(y), n_importance=n_importance,

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .adaptation import GeometricSchedule, RobbinsMonro
-from .math.linalg import MultivariateNormal
-from .step_base import BaseKernelStep, ChainState, Proposal
+from ..adaptation import GeometricSchedule, RobbinsMonro
+from ..math.linalg import MultivariateNormal
+from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["LocalGaussianAdaptState", "LocalGaussianStep"]
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .adaptation import GeometricSchedule
+from ..adaptation import GeometricSchedule
+from ..math.kamh import kamh_gram, natural_nu2_scale
+from ..math.kernels import median_heuristic
+from ..math.online import Reservoir
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
-from .math.kamh import kamh_gram, natural_nu2_scale
-from .math.kernels import median_heuristic
-from .math.online import Reservoir
 
 __all__ = ["KameleonStep"]
 

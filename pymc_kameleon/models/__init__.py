@@ -1,0 +1,27 @@
+"""Models and targets: PyMC model factories, synthetic targets, GP classification.
+
+* :mod:`pymc_kameleon.models.factories` (re-exported here): PyMC models of the synthetic
+  targets, a counting Op for honest log-density evaluation counts, the pseudo-marginal GP
+  classification model.
+* :mod:`pymc_kameleon.models.targets`: banana and flower log densities with exact samplers
+  and checks (pure NumPy/SciPy).
+* :mod:`pymc_kameleon.models.gpc`: GP classification on UCI Glass (pure NumPy/SciPy).
+"""
+
+from .factories import (
+    CountingLogp,
+    banana_model,
+    counted_model,
+    flower_model,
+    gaussian_model,
+    gp_classification_model,
+)
+
+__all__ = [
+    "CountingLogp",
+    "banana_model",
+    "counted_model",
+    "flower_model",
+    "gaussian_model",
+    "gp_classification_model",
+]

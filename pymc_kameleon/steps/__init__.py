@@ -1,0 +1,16 @@
+"""The PyMC step methods: one shared base and a thin module per sampler.
+
+* :mod:`~pymc_kameleon.steps.base`: chain state and stored log density, the
+  Metropolis-Hastings decision, stats, tuning, ``sampling_state``.
+* :mod:`~pymc_kameleon.steps.local_gaussian`: position-dependent Gaussian proposals (shared
+  by KAMH and F-KAMH).
+* :mod:`~pymc_kameleon.steps.kameleon`, :mod:`~pymc_kameleon.steps.fast_kameleon`,
+  :mod:`~pymc_kameleon.steps.kernel_hmc`, :mod:`~pymc_kameleon.steps.random_walk`.
+"""
+
+from .fast_kameleon import FastKameleonStep
+from .kameleon import KameleonStep
+from .kernel_hmc import KernelHMCStep
+from .random_walk import RandomWalkStep
+
+__all__ = ["FastKameleonStep", "KameleonStep", "KernelHMCStep", "RandomWalkStep"]
