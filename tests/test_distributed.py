@@ -31,7 +31,11 @@ try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
 except ImportError:  # pragma: no cover - older PyTensor
     from pytensor.compile.ops import as_op as wrap_py  # noqa: E402
 
-from pymc_kameleon import KameleonStep, RandomWalkStep  # noqa: E402
+from pymc_kameleon import (  # noqa: E402
+    KameleonStep,
+    RandomWalkStep,
+    pseudo_marginal_potential,
+)
 from pymc_kameleon import distributed as pkd  # noqa: E402
 from pymc_kameleon.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 from pymc_kameleon.models import gaussian_model, gp_classification_model  # noqa: E402
@@ -81,6 +85,17 @@ def glass_model(path: str, n_importance: int) -> pm.Model:
     return gp_classification_model(X, y, n_importance=n_importance, seed=1)
 
 
+def noisy_estimator(mu, rng) -> float:
+    return float(-0.5 * mu**2 + 0.5 * rng.normal() - 0.125)
+
+
+def noisy_model(seed: int) -> pm.Model:
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        pseudo_marginal_potential("lik", noisy_estimator, mu, seed=seed)
+    return model
+
+
 def mark_draw(directory: str, trace, draw) -> None:
     """``pm.sample`` callback: at draw 20 of a chain, leave a file named after the process."""
     if draw.draw_idx == 20:
@@ -122,6 +137,19 @@ def assert_same_draws(actual, expected) -> None:
             assert got[name][var].dims == ds[var].dims, (name, var)
             np.testing.assert_array_equal(got[name][var].values, ds[var].values,
                                           err_msg=f"{name}/{var}")
+
+
+def steps_reseed_estimators() -> bool:
+    """Does ``pm.sample(random_seed=S)`` alone fix a pseudo-marginal chain (behaviour check)?
+
+    The steps reseed likelihood estimators from the generator that ``pm.sample`` gives each
+    chain; then the estimator's own seed does not matter.  If they do not (the generator
+    reaches them another way), sequential ``pm.sample`` runs its chains on one estimator
+    stream, which one model per chain cannot reproduce.
+    """
+    draws = [sequential(functools.partial(noisy_model, seed), RandomWalkStep, 1, draws=5,
+                        tune=5, random_seed=0)["posterior"]["mu"].values for seed in (1, 2)]
+    return bool(np.array_equal(*draws))
 
 
 def glass_path() -> Path | None:
@@ -382,6 +410,10 @@ def test_gp_glass_pseudo_marginal_four_chains(client):
                      **QUIET, **kwargs)
     assert got["posterior"]["theta"].shape == (4, 15, 9)
     assert np.isfinite(got["sample_stats"]["lp"].values).all()
+    if not steps_reseed_estimators():
+        pytest.xfail(f"with PyMC {pm.__version__} the step methods do not reseed likelihood "
+                     "estimators from pm.sample's per-chain generator, so sequential "
+                     "pm.sample shares one estimator stream between its chains")
     assert_same_draws(got, sequential(factory, RandomWalkStep, 4, **kwargs))
 
 
