@@ -442,9 +442,16 @@ def _start_local_cluster(n_workers: int, cluster_kwargs: Mapping[str, Any] | Non
 
 
 def _close_local_cluster(cluster: Any, client: Any) -> None:
-    for obj in (client, cluster):
-        with contextlib.suppress(Exception):
-            obj.close()
+    """Close the embedded cluster.
+
+    Worker processes that imported PyMC take a few seconds to exit, after which the nanny
+    kills them with a warning ("Worker process still alive after 4.0 seconds, killing"):
+    expected here, so that warning is not shown.
+    """
+    with _quiet_logger("distributed.nanny", logging.ERROR):
+        for obj in (client, cluster):
+            with contextlib.suppress(Exception):
+                obj.close()
 
 
 # ------------------------------------------------------------------------ seeds per chain
@@ -581,15 +588,15 @@ def _current_worker() -> Any:
 
 
 @contextlib.contextmanager
-def _quiet_logger(name: str) -> Iterator[None]:
-    """Keep a worker's ``pm.sample`` from logging one-chain messages at INFO level."""
+def _quiet_logger(name: str, level: int = logging.WARNING) -> Iterator[None]:
+    """Raise a logger's level for a while (e.g. a worker's one-chain ``pm.sample`` logs)."""
     logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(max(level, logging.WARNING))
+    previous = logger.level
+    logger.setLevel(max(previous, level))
     try:
         yield
     finally:
-        logger.setLevel(level)
+        logger.setLevel(previous)
 
 
 def _progress_callback(
