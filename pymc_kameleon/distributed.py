@@ -38,10 +38,11 @@ directory per worker *process*, set before that process imports PyTensor:
   cluster the directory is ``<your base_compiledir>/pymc-kameleon-dask/worker-<name>``: one
   per worker, and the next run finds its compiled modules there (compiling the C code of a
   model from scratch can take tens of seconds).  For a cluster you pass in, it is
-  ``<worker local directory>/pytensor``, on the worker's own (usually node-local) scratch
-  space, unless the workers' ``PYTENSOR_FLAGS`` already set ``base_compiledir`` (e.g. in the
-  job script), which is then left alone.  ``sample(..., compiledir=ROOT)`` makes worker
-  ``name`` use ``ROOT/worker-<name>`` instead.
+  ``<Dask scratch space>/pymc-kameleon-pytensor/worker-<name>``, next to the worker's
+  ``local_directory`` (node-local where Dask's ``temporary-directory`` or the workers'
+  ``local_directory`` say so), unless the workers' ``PYTENSOR_FLAGS`` already set
+  ``base_compiledir`` (e.g. in the job script), which is then left alone.
+  ``sample(..., compiledir=ROOT)`` makes worker ``name`` use ``ROOT/worker-<name>`` instead.
 * Chains in one worker process run one at a time (a process-wide lock), so workers with
   several threads are safe, if not useful: use one thread per worker process.
 * The plugin cannot act in a worker process that imported PyTensor before it started, e.g.
@@ -191,8 +192,9 @@ def sample(
         Root of the workers' PyTensor compilation directories, as seen by the workers
         (``~`` and ``$VARIABLES`` are expanded there, e.g. ``"$TMPDIR/pytensor"``): worker
         ``name`` uses ``<compiledir>/worker-<name>``.  By default the embedded cluster uses
-        ``<base_compiledir>/pymc-kameleon-dask`` and a cluster you pass in uses each worker's
-        local directory, unless its ``PYTENSOR_FLAGS`` already set ``base_compiledir``.
+        ``<base_compiledir>/pymc-kameleon-dask`` and a cluster you pass in the directory
+        ``pymc-kameleon-pytensor`` of the workers' Dask scratch space, unless their
+        ``PYTENSOR_FLAGS`` already set ``base_compiledir``.
         Applies to worker processes that have not imported PyTensor yet (see the module
         documentation).
     **pm_sample_kwargs
@@ -657,11 +659,14 @@ def _compiledir_plugin(root: str | None) -> Any:
             if self.root is None:
                 if keys & {"base_compiledir", "compiledir"}:
                     return  # the cluster's own choice (e.g. set in the job script)
-                path = os.path.join(worker.local_directory, "pytensor")
+                # Dask's scratch space (node-local if configured so), next to the worker's
+                # own directory, which Dask deletes while PyTensor still uses it at exit.
+                root = os.path.join(os.path.dirname(os.path.abspath(worker.local_directory)),
+                                    "pymc-kameleon-pytensor")
             else:
                 root = os.path.expanduser(os.path.expandvars(self.root))
-                name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(worker.name))
-                path = os.path.join(root, f"worker-{name}")
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(worker.name))
+            path = os.path.join(root, f"worker-{name}")
             if "," in path:
                 return  # cannot be written into PYTENSOR_FLAGS
             items = [s for s in items

@@ -233,20 +233,28 @@ def test_compiledir_plugin_loads_without_importing_pytensor(tmp_path):
 
     import cloudpickle
 
-    path = tmp_path / "plugin.pkl"
-    path.write_bytes(cloudpickle.dumps(pkd._compiledir_plugin(str(tmp_path / "cd"))))
+    for root in (None, str(tmp_path / "cd")):
+        (tmp_path / f"{root is None}.pkl").write_bytes(
+            cloudpickle.dumps(pkd._compiledir_plugin(root)))
     code = (
         "import os, pickle, sys, types\n"
-        f"plugin = pickle.loads(open({str(path)!r}, 'rb').read())\n"
+        "def load(name):\n"
+        f"    return pickle.loads(open(os.path.join({str(tmp_path)!r}, name), 'rb').read())\n"
+        "default, rooted = load('True.pkl'), load('False.pkl')\n"
         "assert 'pytensor' not in sys.modules and 'pymc_kameleon' not in sys.modules\n"
-        "plugin.setup(types.SimpleNamespace(name='w/1', local_directory='/nowhere'))\n"
+        "worker = types.SimpleNamespace(name='w/1', local_directory='/scratch/worker-x')\n"
+        "default.setup(worker)\n"
+        "print(os.environ['PYTENSOR_FLAGS'])\n"
+        "rooted.setup(worker)\n"
         "import pytensor\n"
         "print(pytensor.config.base_compiledir)\n"
     )
     env = {**os.environ, "PYTENSOR_FLAGS": "floatX=float64"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip() == str(tmp_path / "cd" / "worker-w_1")
+    flags, compiledir = out.stdout.strip().splitlines()
+    assert flags == "floatX=float64,base_compiledir=/scratch/pymc-kameleon-pytensor/worker-w_1"
+    assert compiledir == str(tmp_path / "cd" / "worker-w_1")
 
 
 class _FakeFuture:
