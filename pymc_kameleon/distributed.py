@@ -835,7 +835,7 @@ def _merge_chains(parts: Sequence[Any], sampling_time: float | None = None) -> A
     import arviz as az
 
     groups = {name: _concat_chains([p[name] for p in parts], sampling_time)
-              for name in first._groups_all}
+              for name in first.groups()}
     attrs = dict(getattr(first, "attrs", None) or {}) or None
     return az.InferenceData(attrs=attrs, **groups)
 
