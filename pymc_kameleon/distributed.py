@@ -119,8 +119,9 @@ class ChainError(RuntimeError):
     chain : int
         Index of the chain (``0 .. chains-1``).
     stage : str
-        What the task was doing: ``"building the model"``, ``"building the step"``,
-        ``"sampling"`` or ``"running on a Dask worker"``.
+        What the task was doing: ``"loading its factories in the worker ..."`` (they could
+        not be unpickled there), ``"building the model"``, ``"building the step"``,
+        ``"sampling"`` or ``"running on a Dask worker"`` (lost, cancelled or killed).
     detail : str
         The original error, ``"TypeName: message"``.
     remote_traceback : str, optional
@@ -284,9 +285,10 @@ def sample(
         raise TypeError("sample() needs a synchronous distributed.Client")
 
     topic = f"pymc-kameleon-progress-{uuid.uuid4().hex}" if progressbar else None
-    progress = _Progress(chains, tune, draws, progressbar)
+    progress = None
     futures: list[Any] = []
     try:
+        progress = _Progress(chains, tune, draws, progressbar)
         if compiledir is None and owns_cluster:
             compiledir = _embedded_compiledir_root()
         _register_compiledir_plugin(client, None if compiledir is None else os.fspath(compiledir))
@@ -314,8 +316,9 @@ def sample(
                 client.cancel(pending, force=True)
         raise
     finally:
-        progress.close()
-        if topic is not None:
+        if progress is not None:
+            progress.close()
+        if topic is not None and progress is not None:
             with contextlib.suppress(Exception):
                 client.unsubscribe_topic(topic)
         if owns_cluster:
