@@ -56,7 +56,9 @@ on another worker (up to ``distributed.scheduler.allowed-failures`` times, 3 by 
 seed is fixed in the driver, so the re-run gives the same draws.  An exception in a factory
 or in ``pm.sample`` is not retried (it would fail again): it is raised as :class:`ChainError`
 naming the chain, the stage and the original error with its traceback from the worker.
-``KeyboardInterrupt`` cancels the submitted tasks and shuts the embedded cluster down.
+``KeyboardInterrupt`` cancels the submitted tasks and shuts the embedded cluster down; a
+running chain notices within a fraction of a second that its task was cancelled and stops
+(Dask itself cannot stop a running task).
 
 References
 ----------
@@ -556,7 +558,7 @@ def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) 
 
         kwargs = dict(sample_kwargs)
         total = int(kwargs.get("tune", 1000)) + int(kwargs.get("draws", 1000))
-        callback = _progress_callback(worker, topic, chain, total, kwargs.pop("callback", None))
+        callback = _chain_callback(worker, topic, chain, total, kwargs.pop("callback", None))
         try:
             with model:
                 data = pm.sample(
@@ -604,25 +606,55 @@ def _quiet_logger(name: str, level: int = logging.WARNING) -> Iterator[None]:
         logger.setLevel(previous)
 
 
-def _progress_callback(
+class _ChainCancelled(Exception):
+    """Raised inside a task whose future was cancelled (e.g. after ``KeyboardInterrupt``)."""
+
+
+def _current_key() -> Any:
+    try:
+        from distributed.worker import thread_state
+
+        return getattr(thread_state, "key", None)
+    except ImportError:  # pragma: no cover - only called in a worker
+        return None
+
+
+def _is_cancelled(worker: Any, key: Any) -> bool:
+    """Has the scheduler cancelled this running task (best effort; False if unknown)?"""
+    tasks = getattr(getattr(worker, "state", None), "tasks", None)
+    if tasks is None or key is None:
+        return False
+    ts = tasks.get(key)
+    return ts is None or ts.state == "cancelled"
+
+
+def _chain_callback(
     worker: Any, topic: str | None, chain: int, total: int, user_callback: Any
 ) -> Callable[..., None] | None:
-    """``pm.sample`` callback: the user's, then a throttled progress event to the driver."""
-    report = worker is not None and topic is not None
-    if not report and user_callback is None:
+    """``pm.sample`` callback: the user's, then (throttled) progress and cancellation.
+
+    Dask cannot stop a running task, so a cancelled chain stops itself: a few times a second
+    it checks whether its task is still wanted, and raises if not, freeing its worker.
+    """
+    if worker is None and user_callback is None:
         return None
+    key = _current_key()
     last = [-np.inf]
 
     def callback(trace, draw):
         if user_callback is not None:
             user_callback(trace=trace, draw=draw)
-        if not report:
+        if worker is None:
             return
         done = int(draw.draw_idx) + 1
         now = time.monotonic()
         if done == 1 or done >= total or now - last[0] >= _PROGRESS_INTERVAL:
             last[0] = now
-            worker.log_event(topic, {"chain": chain, "done": done, "worker": worker.address})
+            if _is_cancelled(worker, key):
+                raise _ChainCancelled(f"chain {chain} was cancelled")
+            if topic is not None:
+                worker.log_event(topic, {"chain": chain, "done": done,
+                                         "worker": worker.address})
 
     return callback
 
