@@ -387,6 +387,36 @@ def test_killed_worker_chain_is_rerun_with_the_same_draws(client, tmp_path):
     client.wait_for_workers(2, timeout=60)
 
 
+def chain_running() -> bool:
+    """In a worker: is a chain of pymc_kameleon.distributed running in this process?"""
+    return pkd._CHAIN_LOCK.locked()
+
+
+def test_keyboard_interrupt_cancels_the_tasks_on_a_given_client(client, monkeypatch):
+    seen = []
+    wait_some = pkd._wait_some
+
+    def interrupted_once_running(futures, timeout):
+        seen.extend(f for f in futures if f not in seen)
+        if any(client.run(chain_running).values()):
+            raise KeyboardInterrupt
+        return wait_some(futures, timeout)
+
+    monkeypatch.setattr(pkd, "_wait_some", interrupted_once_running)
+    with pytest.raises(KeyboardInterrupt):  # chains of >= 16 s each (4000 x 4 ms)
+        pkd.sample(slow_model, RandomWalkStep, chains=4, client=client, compiledir=COMPILEDIR,
+                   draws=2000, tune=2000, random_seed=1, **QUIET)
+    interrupted = time.monotonic()
+    assert len(seen) == 4
+    assert all(f.status == "cancelled" for f in seen)
+    assert client.status == "running"  # not ours to close
+    # the running chains notice the cancellation and free their workers
+    while any(client.run(chain_running).values()) and time.monotonic() < interrupted + 60:
+        time.sleep(0.05)
+    assert time.monotonic() - interrupted < 8
+    assert not any(client.processing().values())
+
+
 def test_failing_chain_is_named(client):
     initvals = [None, None, {"x": np.array([100.0, 0.0])}, None]
     with pytest.raises(pkd.ChainError, match="chain 2 failed while sampling") as info:
