@@ -38,11 +38,7 @@ from pymc_kameleon import (  # noqa: E402
 )
 from pymc_kameleon import distributed as pkd  # noqa: E402
 from pymc_kameleon.models import gaussian_model, gp_classification_model  # noqa: E402
-
-try:  # the GP-classification module moved into the models subpackage
-    from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
-except ImportError:  # pragma: no cover - earlier layout
-    from pymc_kameleon.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 
 COV = np.array([[1.0, 0.5], [0.5, 2.0]])
 COMPILEDIR = os.path.join(str(pytensor.config.base_compiledir), "pymc-kameleon-tests")
