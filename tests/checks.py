@@ -99,7 +99,7 @@ class Sampler:
 
 _KAMH_UNTUNED = {"n_history": 0, "scaling": np.nan}
 _KMC_FROZEN = ("bandwidth", "sigma", "lambda", "surrogate")
-_KMC_UNTUNED = {"surrogate": 0, "n_steps": 1}
+_KMC_UNTUNED = {"surrogate": 0}
 SAMPLERS = {
     "RandomWalkStep": Sampler(RandomWalkStep, ("scaling",), "scaling", {}),
     "KameleonStep": Sampler(
@@ -112,10 +112,10 @@ SAMPLERS = {
     # shorter trajectories keep the suite fast; test_kernel_hmc.py runs the defaults
     "KernelHMCStep-lite": Sampler(
         KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
-        {"surrogate": "lite", "n_steps": (5, 20)},
+        {"surrogate": "lite", "n_leapfrog": (5, 20)},
     ),
     "KernelHMCStep-finite": Sampler(
         KernelHMCStep, _KMC_FROZEN, "step_size", _KMC_UNTUNED,
-        {"surrogate": "finite", "n_steps": (5, 20)},
+        {"surrogate": "finite", "n_leapfrog": (5, 20)},
     ),
 }

@@ -83,7 +83,7 @@ def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history)
 
 
 def _state_nbytes(step) -> int:
-    a = step.sampling_state._adapt
+    a = step._adapt
     total = 0
     for value in vars(a).values():
         for arr in [value] + list(vars(value).values() if hasattr(value, "__dict__") else []):
@@ -98,7 +98,7 @@ def test_memory_does_not_grow_with_the_chain(gauss):
     sizes = []
     for n_iter in (300, 3000):
         with gauss:
-            step = FastKameleonStep(rng=2, n_features=50, n_bandwidth=100)
+            step = FastKameleonStep(rng=2, n_features=50, n_bandwidth=100, warmup_draws=20)
         point = gauss.initial_point()
         for _ in range(n_iter):
             point, _ = step.step(point)
@@ -107,11 +107,11 @@ def test_memory_does_not_grow_with_the_chain(gauss):
 
 
 def test_fixed_bandwidth_uses_the_whole_history(gauss):
-    idata = sample(gauss, lambda: FastKameleonStep(bandwidth=2.0), draws=100, tune=500,
-                   chains=1, discard_tuned_samples=False)
-    # the moments start at the first refresh (iteration 50) from all 50 points seen, then
-    # take every tuning iteration: 500 points at the end of tuning
-    assert int(idata.sample_stats.n_history[0, 0]) == 500
+    make = lambda: FastKameleonStep(bandwidth=2.0, n_steps=1, warmup_draws=100)  # noqa: E731
+    idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
+    # after the 100 warm-up draws the moments start at the first refresh (kernel iteration
+    # 50) from all 50 points seen, then take every tuning iteration: 400 points in the end
+    assert int(idata.sample_stats.n_history[0, 0]) == 400
     assert np.all(idata.sample_stats.bandwidth == 2.0)
 
 

@@ -25,7 +25,6 @@ class NoHastingsCorrection(DropHastingsCorrection, KameleonStep):
         (dict(nu2=-1.0), "scale"),
         (dict(target_accept=1.2), "target_accept"),
         (dict(adapt_exponent=0.3), "exponent"),
-        (dict(blocked=False), "blocked"),
     ],
 )
 def test_invalid_parameters(gauss, kwargs, match):
@@ -34,18 +33,20 @@ def test_invalid_parameters(gauss, kwargs, match):
 
 
 def test_subsample_size_and_schedule(gauss):
-    idata = sample(gauss, lambda: KameleonStep(n_history=300), draws=100, tune=700, chains=1,
-                   discard_tuned_samples=False)
+    make = lambda: KameleonStep(n_history=300, n_steps=1, warmup_draws=100)  # noqa: E731
+    idata = sample(gauss, make, draws=100, tune=700, chains=1, discard_tuned_samples=False)
     n = idata.warmup_sample_stats.n_history.values[0]
-    assert n[0] == 0 and n[49] == 0  # random walk until the first refresh at iteration 50
-    assert n[50] == 50 and n.max() == 300
+    # warm-up for 100 draws, then the kernel phase: random walk until the first refresh,
+    # after 50 kernel iterations (one per draw here), at the next draw boundary
+    assert np.all(n[:150] == 0)
+    assert n[150] == 50 and n.max() == 300
     assert np.all(idata.sample_stats.n_history == 300)
 
 
 def test_proposal_and_mh_correction_match_the_formulas(gauss):
     """The step's log correction equals log q(y|x*) - log q(x*|y) built independently."""
     with gauss:
-        step = KameleonStep(rng=0)
+        step = KameleonStep(rng=0, warmup_draws=50)
     point = gauss.initial_point()
     for _ in range(400):
         point, _ = step.step(point)
@@ -60,12 +61,16 @@ def test_proposal_and_mh_correction_match_the_formulas(gauss):
     assert abs(proposal.log_correction) > 1e-6
 
 
-def test_user_nu2_is_the_initial_scale(gauss):
-    idata = sample(gauss, lambda: KameleonStep(nu2=0.123, adapt_scale=False), draws=50,
-                   tune=200, chains=1, discard_tuned_samples=False)
-    scaling = idata.warmup_sample_stats.scaling.values[0]
-    first = scaling[~np.isnan(scaling)][0]
-    assert first == pytest.approx(0.123)
+def test_user_nu2_is_the_initial_scale_and_fixed_means_fixed(gauss):
+    """The first warm-up draw reports the user's value exactly; with ``adapt_scale=False``
+    it never changes, across every refresh of the subsample and bandwidth (it used to be
+    kept as a ratio to the natural scale and drifted 0.5 -> 146)."""
+    make = lambda: KameleonStep(nu2=0.123, adapt_scale=False, warmup_draws=50)  # noqa: E731
+    idata = sample(gauss, make, draws=50, tune=600, chains=1, discard_tuned_samples=False)
+    warm = idata.warmup_sample_stats
+    assert np.unique(warm.bandwidth.values[0][~np.isnan(warm.bandwidth.values[0])]).size > 3
+    assert np.all(warm.scaling.values == 0.123)
+    assert np.all(idata.sample_stats.scaling.values == 0.123)
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ class NoKineticEnergy(KernelHMCStep):
     "kwargs, match",
     [
         (dict(surrogate="nystrom"), "unknown surrogate"),
-        (dict(n_steps=(0, 5)), "n_steps"),
-        (dict(n_steps=(10, 5)), "n_steps"),
+        (dict(n_leapfrog=(0, 5)), "n_leapfrog"),
+        (dict(n_leapfrog=(10, 5)), "n_leapfrog"),
         (dict(step_size=-0.1), "step_size"),
         (dict(step_size_jitter=1.0), "jitter"),
         (dict(n_history=5), "n_history"),
@@ -42,13 +42,16 @@ def test_invalid_parameters(gauss, kwargs, match):
 
 @pytest.mark.parametrize("surrogate", ["lite", "finite"])
 def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
-    idata = sample(gauss, partial(KernelHMCStep, surrogate=surrogate), draws=100, tune=300,
-                   chains=1, discard_tuned_samples=False)
+    # one iteration per draw and a one-draw warm-up: kernel iteration t is draw t + 1
+    make = partial(KernelHMCStep, surrogate=surrogate, n_steps=1, warmup_draws=1)
+    idata = sample(gauss, make, draws=100, tune=300, chains=1, discard_tuned_samples=False)
     warm = idata.warmup_sample_stats
     code = {"lite": 1, "finite": 2}[surrogate]
-    assert np.all(warm.surrogate.values[0, :200] == 0) and np.all(warm.n_steps[0, :200] == 1)
-    assert np.all(warm.surrogate.values[0, 200:] == code)
-    n_steps = idata.sample_stats.n_steps.values
+    # the first fit happens at the draw boundary after 200 kernel iterations
+    assert np.all(warm.surrogate.values[0, :201] == 0)
+    assert np.all(warm.n_leapfrog[0, 1:201] == 1)
+    assert np.all(warm.surrogate.values[0, 201:] == code)
+    n_steps = idata.sample_stats.n_leapfrog.values
     assert n_steps.min() >= 10 and n_steps.max() <= 50 and np.unique(n_steps).size > 10
     bw = idata.sample_stats.bandwidth.values
     assert np.all(bw == bw[0, 0]) and bw[0, 0] > 0
@@ -57,22 +60,24 @@ def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
 
 def test_finite_surrogate_learns_from_the_whole_tuning_history(gauss):
     with gauss:
-        step = KernelHMCStep(rng=4)
+        step = KernelHMCStep(rng=4, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
     for _ in range(500):
         point, _ = step.step(point)
     step.stop_tuning()
     estimator = step._adapt.estimator
     assert isinstance(estimator, FiniteScoreEstimator)
-    assert estimator.n_seen == 500  # refit on all 400 points at the last CV, then online
+    # refit on all 400 points at the last CV, then online in batches of 10 (a batch still
+    # pending when tuning stops is dropped: the surrogate is frozen as last used)
+    assert 489 < estimator.n_seen <= 499
 
 
 def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
     with gauss:
-        step = KernelHMCStep(surrogate="lite", rng=4)
+        step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
     bases = []
-    for _ in range(500):
+    for _ in range(502):
         point, _ = step.step(point)
         est = step._adapt.estimator
         if est is not None and (not bases or bases[-1] is not est):
@@ -92,9 +97,9 @@ def test_step_size_initialised_on_the_surrogate(gauss):
     """After a fit the step size restarts where surrogate trajectories reach the target
     acceptance: a doubled step would not."""
     with gauss:
-        step = KernelHMCStep(rng=7)
+        step = KernelHMCStep(rng=7, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
-    for _ in range(200):
+    for _ in range(202):
         point, _ = step.step(point)
     a = step._adapt
     eps = a.scaler.value

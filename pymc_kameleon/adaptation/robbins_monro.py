@@ -12,18 +12,21 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["RobbinsMonro"]
 
-_LOG_BOUND = 60.0  # keeps exp(log_value) finite whatever the acceptance history
+_LOG_BOUND = 60.0  # keeps the scale finite whatever the acceptance history
 
 
 @dataclass
 class RobbinsMonro:
-    """Robbins-Monro recursion on the log of a positive scale.
+    """Robbins-Monro recursion on the log of a positive scale, with optional bounds.
+
+    The value is stored as given (no ``exp(log(.))`` round trip), so before the first
+    update :attr:`value` is exactly ``initial``, as PyMC's stats convention expects.
 
     Parameters
     ----------
@@ -34,6 +37,9 @@ class RobbinsMonro:
     exponent : float
         ``c`` in ``zeta_t = t^-c``; must lie in ``(0.5, 1]`` so that the gains sum to infinity
         while their squares do not.
+    lower, upper : float
+        Bounds of the scale.  A lower bound above zero keeps the scale from collapsing when
+        the target acceptance cannot be reached (noisy likelihood estimators).
 
     References
     ----------
@@ -48,13 +54,17 @@ class RobbinsMonro:
     >>> rm.update(1.0)  # accepted with probability 1: scale grows
     >>> rm.value > 1.0
     True
+    >>> RobbinsMonro(initial=0.1, target=0.234).value == 0.1
+    True
     """
 
     initial: float
     target: float
     exponent: float = 0.6
+    lower: float = 0.0
+    upper: float = float("inf")
     t: int = 0
-    log_value: float = field(init=False)
+    value: float = float("nan")
 
     def __post_init__(self) -> None:
         if not self.initial > 0 or not np.isfinite(self.initial):
@@ -63,15 +73,31 @@ class RobbinsMonro:
             raise ValueError(f"target acceptance must lie in (0, 1), got {self.target}")
         if not 0.5 < self.exponent <= 1.0:
             raise ValueError(f"RobbinsMonro exponent must lie in (0.5, 1], got {self.exponent}")
-        self.log_value = float(np.log(self.initial))
+        if not 0.0 <= self.lower <= self.upper:
+            raise ValueError(f"RobbinsMonro: need 0 <= lower <= upper, got {self.lower}, "
+                             f"{self.upper}")
+        if np.isnan(self.value):
+            self.value = float(self.initial)
 
     @property
-    def value(self) -> float:
-        return float(np.exp(self.log_value))
+    def log_value(self) -> float:
+        return float(np.log(self.value))
 
-    def update(self, accept_prob: float) -> None:
-        """One recursion step with the acceptance probability of the last proposal."""
+    def rescale(self, factor: float) -> None:
+        """Multiply the scale (and its bounds) by ``factor`` (e.g. a new natural scale)."""
+        self.value *= float(factor)
+        self.lower *= float(factor)
+        self.upper *= float(factor)
+
+    def update(self, accept_prob: float, target: float | None = None) -> None:
+        """One recursion step with an acceptance probability (or a mean over a batch).
+
+        ``target`` overrides the target for this step (e.g. one lowered because a noisy
+        likelihood estimator caps the attainable acceptance rate).
+        """
         self.t += 1
         gain = self.t ** (-self.exponent)
-        step = gain * (float(np.nan_to_num(accept_prob)) - self.target)
-        self.log_value = float(np.clip(self.log_value + step, -_LOG_BOUND, _LOG_BOUND))
+        goal = self.target if target is None else float(target)
+        step = gain * (float(np.nan_to_num(accept_prob)) - goal)
+        log_value = float(np.clip(np.log(self.value) + step, -_LOG_BOUND, _LOG_BOUND))
+        self.value = float(np.clip(np.exp(log_value), self.lower, self.upper))

@@ -4,49 +4,70 @@
 
 * compiling the model log density once, for the raveled value variables of the block
   (only the log density: no gradient is ever compiled or used);
-* the chain state (position and *stored* log density, :class:`ChainState`), refreshed once
-  when another step of a ``CompoundStep`` changed variables outside the block;
-* the Metropolis-Hastings decision from a :class:`Proposal` and its log correction
-  (reverse minus forward proposal density, or the kinetic-energy difference for HMC);
-* stats, tuning (``stop_tuning`` / ``reset_tuning``), ``sampling_state``, ``competence``,
-  seeding of pseudo-marginal likelihood estimators, error handling for bad input.
+* the chain state (position, *stored* log density) and the estimate shared with the other
+  steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
+  sampling with a likelihood estimator stays exact;
+* the scale-aware warm-up (:mod:`pymc_kameleon.adaptation.warmup`): a gradient-free Laplace
+  start, then a preconditioned random walk that learns location and scale of the posterior
+  in growing windows; afterwards the sampler works in whitened coordinates ``u``;
+* several Metropolis-Hastings iterations per PyMC draw (``n_steps``), each with one
+  log-density evaluation, and the MH decision from a :class:`Proposal`;
+* stats (PyMC's convention for tuned values), ``stop_tuning`` / ``reset_tuning``,
+  ``sampling_state`` as a ``DataClassState``, ``competence``, reseeding of likelihood
+  estimators, ``SamplingError`` on a bad start.
 
-A sampler subclasses it and implements three hooks: ``_initial_adapt_state`` (everything it
-adapts, as one object), ``_propose`` and ``_adapt_step``.  The split mirrors BlackJAX's
-``State(position, logdensity)`` / ``Info(...)``.
+A sampler subclasses it and implements, all in whitened coordinates:
+``_initial_adapt_state`` (everything it adapts, as one object), ``_propose``,
+``_adapt_step`` (per tuning iteration: record, accumulate), ``_begin_tuning_draw`` (per
+tuning draw: apply batched adaptation, refresh) and ``_tuning_stats`` (the tuned values it
+reports).  The split mirrors BlackJAX's ``State(position, logdensity)`` / ``Info(...)``.
 
 Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal
-(none when the proposal is rejected outright, e.g. a diverged trajectory);
-the current value is stored and never re-estimated (this keeps pseudo-marginal chains exact);
-a non-finite value at a proposal is a rejection; adaptation happens only while tuning.
+(none when the proposal is rejected outright, e.g. a diverged trajectory); the current value
+is stored and never re-estimated; a non-finite value at a proposal is a rejection;
+adaptation happens only while tuning, and only between iterations.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pymc as pm
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.exceptions import SamplingError
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.step_methods.arraystep import ArrayStepShared
-from pymc.step_methods.compound import Competence, StepMethodState
-from pymc.step_methods.state import dataclass_state
-from pymc.util import get_value_vars_from_user_vars
+from pymc.step_methods.compound import Competence
+from pymc.util import get_state_from_generator, get_value_vars_from_user_vars
 from rich.progress import TextColumn
 from rich.table import Column
 
+from ..adaptation import RobbinsMonro
+from ..adaptation.laplace import laplace_start
+from ..adaptation.warmup import (
+    AffineMap,
+    NoiseCeiling,
+    WindowMoments,
+    regularised_covariance,
+    window_ends,
+)
 from ..pseudo_marginal import reseed_estimators
+from .state import KernelStepState, from_state, to_state
+from .store import SharedEstimate, point_key
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal"]
 
+_PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
+_LAPLACE_MAX_DIM = 100
 
-@dataclass(frozen=True)
+
+@dataclass
 class ChainState:
-    """Where the chain is: raveled position and the log density stored for it."""
+    """Where the chain is, in the sampler's (whitened) coordinates, and its stored value."""
 
     position: np.ndarray
     logp: float
@@ -65,27 +86,50 @@ class Proposal:
     log_correction: float
 
 
-@dataclass_state
-class KernelStepState(StepMethodState):
-    """Everything a :class:`BaseKernelStep` changes while sampling."""
+@dataclass
+class WarmupState:
+    """Per-chain state of the warm-up and of the chain itself (everything but the sampler)."""
 
-    tune: bool
-    _chain: Any
-    _others: Any
-    _adapt: Any
+    x: np.ndarray | None = None  # position in model coordinates
+    logp: float = float("nan")
+    key: bytes = b""  # full point (all model variables) the stored value belongs to
+    precond: AffineMap | None = None
+    phase: str = "warmup"  # "warmup" (preconditioned random walk) or "kernel"
+    draw: int = 0  # tuning draws done
+    rw: RobbinsMonro | None = None
+    window: WindowMoments | None = None
+    window_index: int = 0
+    prior_cov: np.ndarray | None = None
+    prior_n: float = 0.0
+    laplace: bool = False
+    noisy: bool = False
+    noise: NoiseCeiling = field(default_factory=NoiseCeiling)
+    iteration: int = 0  # MH iterations done while tuning
+    accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
 
 
 class BaseKernelStep(ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
-
-    Subclasses set ``name``, extend ``stats_dtypes_shapes`` and ``_progress_columns``, and
-    implement :meth:`_initial_adapt_state`, :meth:`_propose` and :meth:`_adapt_step`.
 
     Parameters
     ----------
     vars : list of PyMC variables, optional
         Continuous variables sampled jointly by this step (default: every continuous value
         variable of the model).
+    n_steps : int, optional
+        Metropolis-Hastings iterations per PyMC draw, each with one log-density evaluation
+        (default: the block's dimension ``d``, like Metropolis and Slice, which update every
+        coordinate per draw; kernel HMC: ``ceil(sqrt(d))``).
+    warmup_draws : int, optional
+        Tuning draws spent on the preconditioned random walk that learns the posterior's
+        location and scale before the sampler's own adaptation starts (default: half of
+        ``tune`` when PyMC tells the step, else 500, half of ``pm.sample``'s default).
+        With ``tune <= warmup_draws`` the sampler never starts and the step samples with
+        the tuned preconditioned random walk.
+    laplace : bool, optional
+        Start the warm-up from a gradient-free Laplace approximation (mode by L-BFGS on
+        finite differences, inverse finite-difference Hessian).  Default: when the log
+        density is deterministic (never with likelihood estimators) and ``d <= 100``.
     model : pymc.Model, optional
         Taken from the context if not given.
     rng : RandomGenerator, optional
@@ -94,20 +138,24 @@ class BaseKernelStep(ArrayStepShared):
         Used only to compile the log density (shapes of the other variables).
     compile_kwargs : dict, optional
         Passed to PyTensor's ``compile``.
-    blocked : bool
-        Must be ``True``: the proposals move all variables of the block jointly.
+    blocked : bool, default True
+        ``False`` gives one step per variable (a ``CompoundStep``), as for PyMC's steps.
     """
 
     name = "kernel_step"
     default_blocked = True
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
+    #: The sampler's own kernel starts after the warm-up (False: the warm-up random walk
+    #: is the sampler and keeps adapting its windows for the whole tuning phase).
+    _has_kernel_phase = True
 
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {
         "accept": (np.float64, []),
         "accepted": (np.float64, []),  # float like pm.Metropolis (same name, same dtype)
         "tune": (bool, []),
         "model_logp": (np.float64, []),
+        "n_evals": (np.int64, []),
     }
     #: (stat name, progress bar header) pairs shown during sampling.
     _progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
@@ -117,15 +165,15 @@ class BaseKernelStep(ArrayStepShared):
         self,
         vars=None,
         *,
+        n_steps: int | None = None,
+        warmup_draws: int | None = None,
+        laplace: bool | None = None,
         model=None,
         rng=None,
         initial_point: dict[str, np.ndarray] | None = None,
         compile_kwargs: dict | None = None,
         blocked: bool = True,
     ):
-        if not blocked:
-            raise ValueError(f"{type(self).__name__} proposes all its variables jointly; "
-                             "blocked=False is not supported")
         model = pm.modelcontext(model)
         if initial_point is None:
             initial_point = model.initial_point()
@@ -136,6 +184,9 @@ class BaseKernelStep(ArrayStepShared):
         self._check_continuous(vars)
         if not vars:
             raise ValueError(f"{type(self).__name__}: no continuous variables to sample")
+        for name, value in (("n_steps", n_steps), ("warmup_draws", warmup_draws)):
+            if value is not None and (int(value) != value or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
         shared = make_shared_replacements(initial_point, vars, model)
         [logp], raveled_input = join_nonshared_inputs(
@@ -145,27 +196,49 @@ class BaseKernelStep(ArrayStepShared):
         self._logp_fn.trust_input = True
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
+        self.n_steps = int(n_steps) if n_steps is not None else self._default_n_steps()
+        self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
+        self.laplace = laplace
+        self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
+        self._float32_slices: list[slice] | None = None
         self.tune = True
-        self._chain: ChainState | None = None
-        self._others: dict[str, np.ndarray] | None = None
         super().__init__(vars, shared, blocked=True, rng=rng)
-        self._adapt = self._initial_adapt_state()
+        self._store = SharedEstimate.for_model(model)
+        self.reset_tuning()
 
     # ------------------------------------------------------------------ subclass hooks
+    def _default_n_steps(self) -> int:
+        return max(1, self.dim)
+
     @abstractmethod
     def _initial_adapt_state(self) -> Any:
         """A fresh object holding everything the sampler adapts (and caches)."""
 
     @abstractmethod
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        """Propose from ``state``; return the proposal and sampler-specific stats."""
+        """Propose from ``state`` (whitened coordinates); return it and per-iteration stats."""
 
-    @abstractmethod
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
-        """Adapt after one tuning iteration (never called after ``stop_tuning``)."""
+        """Record one tuning iteration of the sampler (history, accumulators)."""
+
+    def _begin_tuning_draw(self, mean_accept: float) -> None:
+        """Apply batched adaptation at the start of a tuning draw.
+
+        ``mean_accept`` is the mean acceptance probability of the sampler's iterations in
+        the previous draw.  Values reported by :meth:`_tuning_stats` may change only here,
+        so a draw reports the values it used, as PyMC's own steps do.
+        """
+
+    def _tuning_stats(self) -> dict[str, Any]:
+        """Tuned values reported with every draw (constant within a draw)."""
+        return {}
 
     def _on_stop_tuning(self) -> None:
-        """Called once when tuning ends (freeze, precompute)."""
+        """Called once when tuning ends (precompute; must not change the proposal)."""
+
+    def _warmup_config(self) -> dict[str, Any]:
+        """Initial scale and shape, target, gain exponent and switch of the warm-up walk."""
+        return {"scale": None, "cov": None, "target": 0.234, "exponent": 0.6, "adapt": True}
 
     # ------------------------------------------------------------------ PyMC protocol
     @classmethod
@@ -180,7 +253,7 @@ class BaseKernelStep(ArrayStepShared):
             )
 
     @staticmethod
-    def competence(var, has_grad):
+    def competence(var, has_grad=None):
         """COMPATIBLE for continuous variables, INCOMPATIBLE for discrete ones."""
         if var.dtype in pm.discrete_types:
             return Competence.INCOMPATIBLE
@@ -191,6 +264,11 @@ class BaseKernelStep(ArrayStepShared):
         super().set_rng(rng)
         reseed_estimators(self._logp_fn, self.rng)
 
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        """PyMC >= 6: prepare one chain (generator, estimators, number of tuning draws)."""
+        self.set_rng(rng)
+        self._chain_tune = int(tune)
+
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
         if self.tune:
@@ -198,10 +276,40 @@ class BaseKernelStep(ArrayStepShared):
         self.tune = False
 
     def reset_tuning(self) -> None:
-        """Forget all adaptation and the stored chain state (called by PyMC per chain)."""
+        """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
-        self._chain = None
-        self._others = None
+        self._warm = WarmupState()
+        self.tune = True
+
+    # ------------------------------------------------------------------ state
+    @property
+    def sampling_state(self) -> KernelStepState:
+        from ..pseudo_marginal import estimator_states
+
+        return KernelStepState(
+            var_names=[v.name for v in self.vars],
+            rng=get_state_from_generator(self.rng),
+            tune=self.tune,
+            chain=to_state({"warm": self._warm, "adapt": self._adapt,
+                            "chain_tune": self._chain_tune}),
+            estimators=to_state(estimator_states(self._logp_fn)),
+        )
+
+    @sampling_state.setter
+    def sampling_state(self, state: KernelStepState) -> None:
+        from ..pseudo_marginal import set_estimator_states
+
+        if not isinstance(state, KernelStepState):
+            raise TypeError(f"expected a KernelStepState, got {type(state).__name__}")
+        names = [v.name for v in self.vars]
+        if list(state.var_names) != names:
+            raise ValueError(f"the state belongs to variables {state.var_names}, not {names}")
+        self.rng = from_state(state.rng)
+        self.tune = bool(state.tune)
+        chain = from_state(state.chain)
+        self._warm, self._adapt = chain["warm"], chain["adapt"]
+        self._chain_tune = chain["chain_tune"]
+        set_estimator_states(self._logp_fn, from_state(state.estimators))
 
     # ------------------------------------------------------------------ sampling
     def step(self, point):
@@ -209,76 +317,252 @@ class BaseKernelStep(ArrayStepShared):
         return super().step(point)
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
-        state = self._sync_state(q0)
-        proposal, info = self._propose(state)
-        if proposal.log_correction == -np.inf:  # e.g. a diverged trajectory: no evaluation
-            logp_new = -np.inf
-        else:
-            logp_new = self._logp(proposal.position)
+        w = self._warm
+        point = self._incoming_point
+        evals = self._sync(q0, point)
+        if self.tune:
+            self._tuning_draw_start()
+        u = w.precond.to_u(w.x)
+        state = ChainState(u, w.logp)
+        accept_sum, moves, info = 0.0, 0, {}
+        kernel = w.phase == "kernel"
+        for _ in range(self.n_steps):
+            probe = (not kernel and w.noisy and self.tune
+                     and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
+            if kernel:
+                proposal, info = self._propose(state)
+            elif probe:
+                proposal = Proposal(state.position.copy(), 0.0)
+            else:
+                step = w.rw.value * self.rng.standard_normal(self.dim)
+                proposal = Proposal(state.position + step, 0.0)
+            state, accept_prob, accepted, evaluated = self._mh(state, proposal)
+            evals += evaluated
+            accept_sum += accept_prob
+            moves += accepted
+            if self.tune:
+                w.iteration += 1
+                if kernel:
+                    w.accepts.append(accept_prob)
+                    self._adapt_step(state, accept_prob)
+                elif probe:
+                    w.noise.add(accept_prob)
+                else:
+                    w.accepts.append(accept_prob)
+                w.window.add(w.x, accepted)
+        stats = {
+            "accept": accept_sum / self.n_steps,
+            "accepted": moves / self.n_steps,
+            "tune": self.tune,
+            "model_logp": w.logp,
+            "n_evals": evals,
+            **self._fill_stats(info),
+            **self._tuning_stats(),
+        }
+        new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
+        self._remember(new, point)
+        return new, [stats]
+
+    def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
+        """One Metropolis-Hastings decision; updates the stored model-space position."""
+        w = self._warm
+        if proposal.log_correction == -np.inf or not np.all(np.isfinite(proposal.position)):
+            return state, 0.0, False, 0  # e.g. a diverged trajectory: no evaluation
+        x_new = self._round(w.precond.to_x(proposal.position))
+        u_new = proposal.position
+        if self._float32_slices:
+            u_new = w.precond.to_u(x_new)
+        logp_new = self._logp(x_new)
         with np.errstate(invalid="ignore", over="ignore"):
             log_accept = logp_new - state.logp + proposal.log_correction
         if not np.isfinite(logp_new) or np.isnan(log_accept):
             log_accept = -np.inf
         accept_prob = float(np.exp(min(log_accept, 0.0)))
-        accepted = bool(np.log(self.rng.uniform()) < log_accept)
-        new_state = ChainState(proposal.position, logp_new) if accepted else state
-        self._chain = new_state
-        if self.tune:
-            self._adapt_step(new_state, accept_prob)
-        stats = {
-            "accept": accept_prob,
-            "accepted": accepted,
-            "tune": self.tune,
-            "model_logp": new_state.logp,
-            **info,
-        }
-        return RaveledVars(new_state.position, q0.point_map_info), [stats]
+        if np.log(self.rng.uniform()) < log_accept:
+            w.x, w.logp = x_new, logp_new
+            return ChainState(u_new, logp_new), accept_prob, True, 1
+        return state, accept_prob, False, 1
+
+    def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Per-iteration sampler stats, with neutral values where none were produced."""
+        out = {}
+        base = BaseKernelStep.stats_dtypes_shapes
+        for name, (dtype, _) in self.stats_dtypes_shapes.items():
+            if name in base:
+                continue
+            if name in info:
+                out[name] = info[name]
+            else:
+                kind = np.dtype(dtype).kind
+                out[name] = np.nan if kind == "f" else (False if kind == "b" else 0)
+        return out
 
     def _logp(self, x: np.ndarray) -> float:
         with np.errstate(all="ignore"):
             value = float(self._logp_fn(x))
         return value if np.isfinite(value) else -np.inf
 
-    def _to_model_dtype(self, x: np.ndarray) -> np.ndarray:
-        """Cast a proposal to the dtype PyMC uses for this block (float32 models)."""
-        return np.asarray(x, dtype=self._dtype)
+    def _round(self, x: np.ndarray) -> np.ndarray:
+        """The point PyMC will store: float32 variables rounded (mixed-precision blocks)."""
+        if self._float32_slices:
+            x = x.copy()
+            for sl in self._float32_slices:
+                x[sl] = x[sl].astype(np.float32)
+        return x
 
-    def _sync_state(self, q0: RaveledVars) -> ChainState:
-        """The stored chain state, refreshed only if the point changed behind our back."""
-        x = q0.data
-        self._dtype = x.dtype
-        point = self._incoming_point
-        others = {name: point[name] for name in self.shared}
-        stale = (
-            self._chain is None
-            or not np.array_equal(self._chain.position, x)
-            or self._others is None
-            or any(not np.array_equal(others[k], self._others[k]) for k in others)
-        )
-        if stale:
-            logp = self._logp(x)
-            if not np.isfinite(logp):
-                raise ValueError(self._bad_start_message(q0, point))
-            self._chain = ChainState(x.copy(), logp)
-            self._others = {k: np.array(v, copy=True) for k, v in others.items()}
-        return self._chain
+    # ------------------------------------------------------------------ chain state
+    def _sync(self, q0: RaveledVars, point) -> int:
+        """Make the stored state match the incoming point; return evaluations spent."""
+        w = self._warm
+        if self._float32_slices is None:
+            self._float32_slices = _float32_slices(q0)
+        self._q0_info = q0.point_map_info
+        key = point_key(point)
+        if w.x is not None and key == w.key:
+            return 0
+        x = np.array(q0.data, dtype=float)
+        stored = self._store.get(key)
+        if w.x is None:
+            return self._start_chain(x, key, point, stored)
+        # another step moved variables outside the block: one value for the new point
+        w.x = x
+        if stored is not None:
+            w.logp, w.key = stored, key
+            return 0
+        w.logp, w.key = self._logp(x), key  # -inf is the state's value: never raise here
+        return 1
 
-    def _bad_start_message(self, q0: RaveledVars, point) -> str:
-        full_point = DictToArrayBijection.rmap(q0, start_point=dict(point))
-        try:
-            logps = self._model.point_logps(full_point)
-            bad = {k: float(v) for k, v in logps.items() if not np.isfinite(v)}
-        except Exception:  # noqa: BLE001 - best effort diagnostics only
-            bad = {}
-        values = {name: np.asarray(full_point[name]).tolist() for name in self.var_names}
-        detail = (
-            f"non-finite terms: {bad}" if bad else "no single term is non-finite (check the "
-            "likelihood estimator or potentials)"
+    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None) -> int:
+        """First draw of a chain: value at the start, noise check, Laplace start, map."""
+        w = self._warm
+        evals = 0
+        if stored is not None:
+            logp = stored
+        else:
+            logp, evals = self._logp(x), 1
+        again = self._logp(x)
+        evals += 1
+        w.noisy = not (again == logp or (np.isnan(again) and np.isnan(logp)))
+        for _ in range(10 if w.noisy else 0):  # an estimate of zero at the start: redraw
+            if np.isfinite(logp):
+                break
+            logp = again
+            again, evals = self._logp(x), evals + 1
+        if not np.isfinite(logp):
+            self._raise_bad_start(x, point)
+        w.x, w.logp, w.key = x, logp, key
+        cfg = self._warmup_config()
+        if cfg["cov"] is None:
+            w.precond = AffineMap.identity(self.dim)
+        else:
+            w.precond = AffineMap.from_cov(np.zeros(self.dim), cfg["cov"])
+        s0 = 2.38 / np.sqrt(self.dim)
+        w.rw = RobbinsMonro(cfg["scale"] or s0, cfg["target"], cfg["exponent"],
+                            lower=1e-4 * s0, upper=100 * s0)
+        w.window = WindowMoments(self.dim)
+        if self.tune and cfg["adapt"] and self._use_laplace(w.noisy):
+            evals += self._laplace(x)
+        return evals
+
+    def _use_laplace(self, noisy: bool) -> bool:
+        if self.laplace is None:
+            return not noisy and self.dim <= _LAPLACE_MAX_DIM
+        return bool(self.laplace) and not noisy
+
+    def _laplace(self, x: np.ndarray) -> int:
+        w = self._warm
+        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1))
+        if res.cov is None:
+            return res.n_evals
+        mode = self._round(res.mode)
+        logp = self._logp(mode)
+        if np.isfinite(logp) and logp >= w.logp:
+            w.x, w.logp = mode, logp
+            w.key = b""  # the point changed; the store is updated at the end of the draw
+        w.precond = AffineMap.from_cov(w.x, res.cov)
+        w.prior_cov, w.prior_n, w.laplace = w.precond.cov, 20.0 * self.dim, True
+        return res.n_evals + 1
+
+    def _raise_bad_start(self, x: np.ndarray, point) -> None:
+        q = RaveledVars(x, self._q0_info)
+        full = DictToArrayBijection.rmap(q, start_point=dict(point))
+        self._model.check_start_vals(full)  # raises PyMC's SamplingError with the details
+        raise SamplingError(
+            "Initial evaluation of model at starting point failed!\n"
+            f"Starting values:\n{full}\n\n"
+            f"{type(self).__name__}: the log density of the block {self.var_names} is not "
+            "finite there although no single term is (a likelihood estimator that keeps "
+            "returning zero, or a potential). Choose another start (initvals=...)."
         )
-        return (
-            f"{type(self).__name__}: the log density is not finite at the current point "
-            f"{values}; {detail}. Choose another start (initvals=...)."
-        )
+
+    def _remember(self, new: RaveledVars, point) -> None:
+        """Key the stored value on the full point PyMC will pass next, and share it."""
+        full = DictToArrayBijection.rmap(new, start_point=dict(point))
+        w = self._warm
+        w.key = point_key(full)
+        self._store.put(w.key, w.logp)
+
+    # ------------------------------------------------------------------ warm-up
+    def _tuning_draw_start(self) -> None:
+        """Batched adaptation at a draw boundary (the first draw of a chain adapts nothing)."""
+        w = self._warm
+        if w.draw > 0:
+            if w.phase == "kernel":
+                mean = float(np.mean(w.accepts)) if w.accepts else float("nan")
+                self._begin_tuning_draw(mean)
+            elif self._warmup_config()["adapt"]:
+                target = w.noise.target(w.rw.target)
+                if w.accepts:
+                    w.rw.update(float(np.mean(w.accepts)), target=target)
+                self._warmup_windows()
+            elif self._has_kernel_phase and w.draw >= self._warmup_length():
+                w.phase = "kernel"
+                self._adapt = self._initial_adapt_state()
+        w.accepts = []
+        w.draw += 1
+
+    def _warmup_length(self) -> int:
+        if self.warmup_draws is not None:
+            return self.warmup_draws
+        if self._chain_tune:
+            return max(1, self._chain_tune // 2)
+        return 500
+
+    def _warmup_windows(self) -> None:
+        """At a window end: new preconditioner; at the last one, hand over to the sampler."""
+        w = self._warm
+        length = self._warmup_length()
+        ends = list(window_ends(length))
+        if not self._has_kernel_phase:  # keep doubling windows for the whole tuning phase
+            while ends[-1] < w.draw:
+                ends.append(2 * ends[-1])
+        if w.draw not in ends:
+            return
+        self._update_preconditioner()
+        if self._has_kernel_phase and w.draw >= length:
+            w.phase = "kernel"
+            self._adapt = self._initial_adapt_state()
+
+    def _update_preconditioner(self) -> None:
+        w = self._warm
+        d = self.dim
+        s0 = 2.38 / np.sqrt(d)
+        ratio = w.rw.value / s0
+        if w.laplace and w.window_index == 0 and not 0.2 < ratio < 5.0:
+            w.laplace, w.prior_cov = False, None  # the Laplace scale disagrees with the chain
+        if w.prior_cov is None or not w.laplace:
+            w.prior_cov, w.prior_n = ratio**2 * w.precond.cov, 2.0 * d
+        n_eff = w.window.n_moves / 2.0
+        cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
+        mean = w.window.mean if w.window.count else w.x
+        w.precond = AffineMap.from_cov(mean, cov)
+        w.window = WindowMoments(d)
+        w.window_index += 1
+        w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
+
+    def _accept_target(self, target: float) -> float:
+        """A sampler's acceptance target, lowered when estimator noise caps acceptance."""
+        return self._warm.noise.target(target)
 
     # ------------------------------------------------------------------ progress bar
     @classmethod
@@ -299,3 +583,13 @@ class BaseKernelStep(ArrayStepShared):
             return {key: step_stats[key] for key in keys}
 
         return (update_stats,)
+
+
+def _float32_slices(q0: RaveledVars) -> list[slice]:
+    """Slices of the float32 variables in a raveled vector of a wider dtype."""
+    slices, start = [], 0
+    for _name, _shape, size, dtype in q0.point_map_info:
+        if np.dtype(dtype) == np.float32 and q0.data.dtype != np.float32:
+            slices.append(slice(start, start + int(size)))
+        start += int(size)
+    return slices

@@ -93,6 +93,9 @@ class FastKameleonStep(LocalGaussianStep):
         As for :class:`~pymc_kameleon.KameleonStep`.
     schedule : GeometricSchedule, optional
         Tuning iterations at which the bandwidth is refreshed.
+    n_steps, warmup_draws, laplace
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
+        (default ``d``), warm-up length, Laplace start.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -139,11 +142,7 @@ class FastKameleonStep(LocalGaussianStep):
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
         schedule: GeometricSchedule | None = None,
-        model=None,
-        rng=None,
-        initial_point=None,
-        compile_kwargs=None,
-        blocked: bool = True,
+        **kwargs,
     ):
         if int(n_features) != n_features or n_features < 2:
             raise ValueError(f"n_features must be an integer >= 2, got {n_features!r}")
@@ -167,16 +166,11 @@ class FastKameleonStep(LocalGaussianStep):
             adapt_scale=adapt_scale,
             adapt_exponent=adapt_exponent,
             schedule=schedule or GeometricSchedule(first=50, ratio=2.0, max_gap=1000),
-            model=model,
-            rng=rng,
-            initial_point=initial_point,
-            compile_kwargs=compile_kwargs,
-            blocked=blocked,
+            **kwargs,
         )
 
     def _initial_adapt_state(self) -> FastKameleonAdaptState:
         return FastKameleonAdaptState(
-            scaler=self._new_scaler(),
             next_refresh=self.schedule.first,
             reservoir=Reservoir(self.n_bandwidth, self.dim),
         )
@@ -223,10 +217,7 @@ class FastKameleonStep(LocalGaussianStep):
 
     def _on_stop_tuning(self) -> None:
         a = self._adapt
-        if not a.active and a.t > 0:
-            self._refresh()
         if a.active:  # C is frozen from now on: factor it once, keeping its numerical rank
-            self._snapshot()
             w, U = np.linalg.eigh(a.cov)
             keep = w > 1e-12 * max(float(w.max()), 0.0)
             a.cov_root = (U[:, keep] * np.sqrt(w[keep])).T

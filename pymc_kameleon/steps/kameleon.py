@@ -74,6 +74,9 @@ class KameleonStep(LocalGaussianStep):
         ``c`` of the Robbins-Monro gains ``t^-c``, in ``(0.5, 1]``.
     subsample_schedule : GeometricSchedule, optional
         Iterations (counted from the start of tuning) at which the subsample is refreshed.
+    n_steps, warmup_draws, laplace
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
+        (default ``d``), warm-up length, Laplace start.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -117,11 +120,7 @@ class KameleonStep(LocalGaussianStep):
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
         subsample_schedule: GeometricSchedule | None = None,
-        model=None,
-        rng=None,
-        initial_point=None,
-        compile_kwargs=None,
-        blocked: bool = True,
+        **kwargs,
     ):
         if int(n_history) != n_history or n_history < 2:
             raise ValueError(f"n_history must be an integer >= 2, got {n_history!r}")
@@ -137,16 +136,11 @@ class KameleonStep(LocalGaussianStep):
             adapt_scale=adapt_scale,
             adapt_exponent=adapt_exponent,
             schedule=subsample_schedule or GeometricSchedule(first=50, ratio=1.5, max_gap=100),
-            model=model,
-            rng=rng,
-            initial_point=initial_point,
-            compile_kwargs=compile_kwargs,
-            blocked=blocked,
+            **kwargs,
         )
 
     def _initial_adapt_state(self) -> KameleonAdaptState:
         return KameleonAdaptState(
-            scaler=self._new_scaler(),
             next_refresh=self.schedule.first,
             reservoir=Reservoir(self.n_history, self.dim),
         )

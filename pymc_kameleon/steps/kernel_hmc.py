@@ -98,7 +98,11 @@ class KernelHMCStep(BaseKernelStep):
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
       than 20 distinct points, the step stays a random walk.
 
-    Per iteration the number of leapfrog steps is uniform on ``n_steps`` and the step size
+    Everything runs in the whitened coordinates of the step base (after its warm-up), so
+    the momentum's identity mass matrix is the inverse of the learned posterior covariance
+    in the model's coordinates.  Step-size adaptation and refits happen at draw boundaries.
+
+    Per iteration the number of leapfrog steps is uniform on ``n_leapfrog`` and the step size
     is ``step_size * U[1 - jitter, 1 + jitter]``; both randomisations break periodicities.
     ``stop_tuning()`` freezes surrogate, hyperparameters and step size.
 
@@ -118,7 +122,7 @@ class KernelHMCStep(BaseKernelStep):
         Size of the history reservoir (the lite basis and the cross-validation data).
     n_features : int, default 200
         Random Fourier features of the finite surrogate.
-    n_steps : tuple of int, default (10, 50)
+    n_leapfrog : tuple of int, default (10, 50)
         Inclusive range of the number of leapfrog steps ``L``.
     step_size : float, default 0.1
         Initial step size of the random-walk phase (adapted while tuning; re-initialised on
@@ -139,6 +143,9 @@ class KernelHMCStep(BaseKernelStep):
     schedule : GeometricSchedule, optional
         Tuning iterations at which the lite surrogate is refitted (and candidates for
         cross-validation, see above).
+    n_steps, warmup_draws, laplace
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep` (here ``n_steps`` defaults to
+        ``ceil(sqrt(d))`` HMC iterations per draw).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -146,8 +153,9 @@ class KernelHMCStep(BaseKernelStep):
     -----
     Stats emitted every iteration (``idata.sample_stats``): ``accept`` (acceptance
     probability), ``accepted``, ``lp`` (the stored log density, ``model_logp`` in
-    ``stats_dtypes_shapes``), ``step_size`` (this iteration's, jitter included),
-    ``n_steps``, ``bandwidth``, ``sigma`` (``2 s^2``), ``lambda``, ``surrogate`` (0 before the
+    ``stats_dtypes_shapes``), ``step_size`` (the tuned value, before jitter),
+    ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``, ``sigma``
+    (``2 s^2``), ``lambda``, ``surrogate`` (0 before the
     first fit, 1 lite, 2 finite).  The ``tune`` flag is used by PyMC to separate the warm-up
     draws.
 
@@ -167,7 +175,7 @@ class KernelHMCStep(BaseKernelStep):
     >>> from pymc_kameleon import KernelHMCStep
     >>> with pm.Model():
     ...     x = pm.Normal("x", 0.0, 1.0, shape=2)
-    ...     step = KernelHMCStep(surrogate="lite", n_steps=(5, 10))
+    ...     step = KernelHMCStep(surrogate="lite", n_leapfrog=(5, 10))
     ...     idata = pm.sample(draws=200, tune=300, chains=1, step=step, random_seed=1,
     ...                       progressbar=False, compute_convergence_checks=False)
     >>> int(idata.sample_stats["surrogate"][0, -1])  # 1: the lite surrogate is in use
@@ -178,7 +186,7 @@ class KernelHMCStep(BaseKernelStep):
     stats_dtypes_shapes = {
         **BaseKernelStep.stats_dtypes_shapes,
         "step_size": (np.float64, []),
-        "n_steps": (np.int64, []),
+        "n_leapfrog": (np.int64, []),
         "bandwidth": (np.float64, []),
         "sigma": (np.float64, []),
         "lambda": (np.float64, []),
@@ -193,7 +201,7 @@ class KernelHMCStep(BaseKernelStep):
         surrogate: Literal["lite", "finite"] = "finite",
         n_history: int = 1000,
         n_features: int = 200,
-        n_steps: tuple[int, int] = (10, 50),
+        n_leapfrog: tuple[int, int] = (10, 50),
         step_size: float = 0.1,
         step_size_jitter: float = 0.5,
         target_accept: float = 0.65,
@@ -203,18 +211,14 @@ class KernelHMCStep(BaseKernelStep):
         adapt_step_size: bool = True,
         adapt_exponent: float = 0.6,
         schedule: GeometricSchedule | None = None,
-        model=None,
-        rng=None,
-        initial_point=None,
-        compile_kwargs=None,
-        blocked: bool = True,
+        **kwargs,
     ):
         if surrogate not in _SURROGATE_CODES:
             raise ValueError(f"unknown surrogate {surrogate!r}; use 'lite' or 'finite'")
-        lo, hi = (int(v) for v in n_steps)
+        lo, hi = (int(v) for v in n_leapfrog)
         if not 1 <= lo <= hi:
-            raise ValueError(f"n_steps must be a range (low, high) with 1 <= low <= high, "
-                             f"got {n_steps!r}")
+            raise ValueError(f"n_leapfrog must be a range (low, high) with 1 <= low <= high, "
+                             f"got {n_leapfrog!r}")
         for name, value in (("n_history", n_history), ("n_features", n_features),
                             ("n_cv", n_cv)):
             if int(value) != value or value < 10:
@@ -230,7 +234,7 @@ class KernelHMCStep(BaseKernelStep):
         self.surrogate = surrogate
         self.n_history = int(n_history)
         self.n_features = int(n_features)
-        self.n_steps = (lo, hi)
+        self.n_leapfrog = (lo, hi)
         self.step_size = float(step_size)
         self.step_size_jitter = float(step_size_jitter)
         self.target_accept = float(target_accept)
@@ -240,12 +244,18 @@ class KernelHMCStep(BaseKernelStep):
         self.adapt_step_size = bool(adapt_step_size)
         self.adapt_exponent = float(adapt_exponent)
         self.schedule = schedule or GeometricSchedule(first=200, ratio=1.5, max_gap=100)
-        super().__init__(vars, model=model, rng=rng, initial_point=initial_point,
-                         compile_kwargs=compile_kwargs, blocked=blocked)
+        super().__init__(vars, **kwargs)
+
+    def _default_n_steps(self) -> int:
+        return max(1, int(np.ceil(np.sqrt(self.dim))))
+
+    def _new_scaler(self, eps: float, target: float) -> RobbinsMonro:
+        # bounded: with a noisy likelihood estimator the target may be out of reach
+        return RobbinsMonro(eps, target, self.adapt_exponent, lower=1e-3 * eps, upper=1e3 * eps)
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
-            scaler=RobbinsMonro(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent),
+            scaler=self._new_scaler(self.step_size, _RANDOM_WALK_ACCEPT),
             reservoir=Reservoir(self.n_history, self.dim),
             next_fit=self.schedule.first,
             next_cv=self.schedule.first,
@@ -254,7 +264,7 @@ class KernelHMCStep(BaseKernelStep):
     # ------------------------------------------------------------------ proposal
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
-        lo, hi = self.n_steps
+        lo, hi = self.n_leapfrog
         n_steps = int(self.rng.integers(lo, hi + 1))
         jitter = self.step_size_jitter
         eps = a.scaler.value * float(self.rng.uniform(1.0 - jitter, 1.0 + jitter))
@@ -266,32 +276,36 @@ class KernelHMCStep(BaseKernelStep):
         else:
             with np.errstate(all="ignore"):
                 q1, p1 = leapfrog(q0, p0, a.estimator.grad, eps, n_steps)
-        q1 = self._to_model_dtype(q1)
         log_correction = kinetic_energy(p0) - kinetic_energy(p1)
         if not (np.all(np.isfinite(q1)) and np.isfinite(log_correction)):
             q1, log_correction = state.position, -np.inf  # diverged: reject
-        stats = {
-            "step_size": eps,
-            "n_steps": n_steps,
+        return Proposal(q1, log_correction), {"n_leapfrog": n_steps}
+
+    def _tuning_stats(self) -> dict[str, Any]:
+        a = self._adapt
+        return {
+            "step_size": a.scaler.value,
             "bandwidth": a.bandwidth,
             "sigma": 2.0 * a.bandwidth**2,
             "lambda": a.lam,
             "surrogate": 0 if a.estimator is None else _SURROGATE_CODES[self.surrogate],
         }
-        return Proposal(q1, log_correction), stats
 
     # ------------------------------------------------------------------ adaptation
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
         a = self._adapt
         a.t += 1
-        if self.adapt_step_size:
-            a.scaler.update(accept_prob)
         x = np.asarray(new_state.position, dtype=float)
         a.reservoir.add(x, self.rng)
         if isinstance(a.estimator, FiniteScoreEstimator):
             a.pending.append(x)
             if len(a.pending) >= _FINITE_BATCH:
                 self._flush_pending()
+
+    def _begin_tuning_draw(self, mean_accept: float) -> None:
+        a = self._adapt
+        if self.adapt_step_size and np.isfinite(mean_accept):
+            a.scaler.update(mean_accept, target=self._accept_target(a.scaler.target))
         if a.t >= a.next_fit:
             tune_hyper = a.t >= a.next_cv
             if tune_hyper or self.surrogate == "lite":  # finite learns online in between
@@ -307,9 +321,9 @@ class KernelHMCStep(BaseKernelStep):
             a.pending = []
 
     def _on_stop_tuning(self) -> None:
-        # no refit here: the frozen step size must be one tuned against the real target
-        if isinstance(self._adapt.estimator, FiniteScoreEstimator):
-            self._flush_pending()
+        # no refit and no update here: the frozen surrogate and step size are the ones the
+        # last tuning iterations used (points still pending are dropped)
+        self._adapt.pending = []
 
     def _fit(self, tune_hyper: bool) -> None:
         """Fit the surrogate on the reservoir subsample.
@@ -342,7 +356,7 @@ class KernelHMCStep(BaseKernelStep):
         a.estimator, a.bandwidth, a.lam = estimator, float(s), float(lam)
         if self.adapt_step_size and tune_hyper:  # restart from the surrogate's own scale
             eps = self._surrogate_step_size(estimator, X, a.scaler.value)
-            a.scaler = RobbinsMonro(eps, self.target_accept, self.adapt_exponent)
+            a.scaler = self._new_scaler(eps, self.target_accept)
 
     def _surrogate_step_size(self, estimator, X: np.ndarray, eps: float) -> float:
         """Step size at which trajectories on the *surrogate* Hamiltonian ``-f(q) + |p|^2/2``
@@ -353,7 +367,7 @@ class KernelHMCStep(BaseKernelStep):
         """
         starts = X[self.rng.choice(X.shape[0], size=min(20, X.shape[0]), replace=False)]
         momenta = self.rng.standard_normal(starts.shape)
-        n_steps = int(round(np.mean(self.n_steps)))
+        n_steps = int(round(np.mean(self.n_leapfrog)))
 
         def surrogate_accept(step: float) -> float:
             total = 0.0

@@ -8,12 +8,17 @@ positive semi-definite "adaptive part" learned from the chain history and ``scal
   reverse density is built at the *proposed* point ``x*`` with the same history and scale;
 * caching of ``G`` at the current point (after an accepted move the reverse proposal of the
   last iteration is the forward proposal of the next one), invalidated by adaptation;
-* Robbins-Monro adaptation of ``scale`` toward the target acceptance while tuning.  The
-  recursion runs on the dimensionless ratio ``scale / natural_scale`` (see
-  :func:`pymc_kameleon.math.kamh.natural_nu2_scale`), so a refreshed history or bandwidth
-  does not upset a tuned acceptance rate;
-* a history schedule: ``_record`` every tuning iteration, ``_refresh`` at the iterations of a
-  :class:`~pymc_kameleon.adaptation.GeometricSchedule` and once more at ``stop_tuning``.
+* Robbins-Monro adaptation of ``scale`` toward the target acceptance while tuning, batched
+  per PyMC draw (mean acceptance of the draw's iterations).  When a refresh changes the
+  natural scale of ``G`` (see :func:`pymc_kameleon.math.kamh.natural_nu2_scale`), an adapted
+  scale moves with it, keeping the tuned acceptance rate; a scale the user fixed
+  (``adapt_scale=False``) never changes;
+* a history schedule: ``_record`` every tuning iteration, ``_refresh`` at the first draw
+  boundary after each event of a :class:`~pymc_kameleon.adaptation.GeometricSchedule`
+  (never after tuning: the last tuned proposal is the one that samples).
+
+Everything runs in the whitened coordinates of the step base, so ``gamma`` is relative to
+the posterior scale learned in the warm-up.
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ __all__ = ["LocalGaussianAdaptState", "LocalGaussianStep"]
 class LocalGaussianAdaptState:
     """Adaptive state common to the local-Gaussian samplers."""
 
-    scaler: RobbinsMonro
+    scaler: RobbinsMonro | None = None  # absolute scale, created when G is first built
     t: int = 0  # tuning iterations seen
     next_refresh: int = 1
     bandwidth: float = float("nan")
     active: bool = False  # is the adaptive part G(y) in use?
+    natural: float = float("nan")  # natural scale of G at the last refresh
     cache: dict = field(default_factory=dict)  # position bytes -> (G, scale, proposal)
 
 
@@ -106,27 +112,33 @@ class LocalGaussianStep(BaseKernelStep):
         """Sampler-specific stats added to every iteration's stats."""
         return {}
 
-    def _new_scaler(self) -> RobbinsMonro:
+    def _default_ratio(self) -> float:
         # 2.38^2 / d is the optimal random-walk scaling on a Gaussian target; the adaptive
         # part at the natural scale is about twice the local covariance (see kamh.py).
-        return RobbinsMonro(2.38**2 / (2.0 * self.dim), self.target_accept, self.adapt_exponent)
+        return 2.38**2 / (2.0 * self.dim)
 
     # ------------------------------------------------------------------ proposal
     @property
     def scale(self) -> float:
-        """The scale (``nu^2`` or ``eta^2``) currently multiplying ``G``."""
+        """``nu^2`` or ``eta^2``; before ``G`` exists the user's initial value (or NaN)."""
         a = self._adapt
-        if not a.active:
-            return float("nan")
-        return a.scaler.value * self._natural_scale()
+        if a.scaler is None:
+            return float("nan") if self.initial_scale is None else self.initial_scale
+        return a.scaler.value
 
     def _activate(self) -> None:
-        """Mark the adaptive part as built; the first time, convert a user scale to a ratio."""
+        """Mark the adaptive part as (re)built and keep the scale consistent with it."""
         a = self._adapt
         a.cache.clear()
-        if not a.active and a.scaler.t == 0 and self.initial_scale is not None:
-            ratio = self.initial_scale / self._natural_scale()
-            a.scaler = RobbinsMonro(ratio, self.target_accept, self.adapt_exponent)
+        natural = self._natural_scale()
+        if a.scaler is None:
+            ratio = self._default_ratio()
+            initial = self.initial_scale if self.initial_scale is not None else ratio * natural
+            a.scaler = RobbinsMonro(initial, self.target_accept, self.adapt_exponent,
+                                    lower=1e-4 * ratio * natural, upper=1e4 * ratio * natural)
+        elif self.adapt_scale and natural != a.natural:
+            a.scaler.rescale(natural / a.natural)
+        a.natural = natural
         a.active = True
 
     def proposal_at(self, y: np.ndarray) -> MultivariateNormal:
@@ -162,31 +174,31 @@ class LocalGaussianStep(BaseKernelStep):
         a = self._adapt
         key_y, entry_y = self._cached_proposal(state.position, a.cache)
         forward = entry_y[2]
-        x_new = self._to_model_dtype(forward.sample(self.rng))
+        x_new = forward.sample(self.rng)
         key_x, entry_x = self._cached_proposal(x_new, a.cache)
         reverse = entry_x[2]
         log_correction = reverse.logpdf(state.position) - forward.logpdf(x_new)
         # both points can be the next current point: keep exactly their two entries
         a.cache = {key_y: entry_y, key_x: entry_x}
-        stats = {
+        return Proposal(x_new, log_correction), {}
+
+    def _tuning_stats(self) -> dict[str, Any]:
+        return {
             "scaling": self.scale,
             "gamma": self.gamma,
-            "bandwidth": a.bandwidth,
+            "bandwidth": self._adapt.bandwidth,
             **self._extra_stats(),
         }
-        return Proposal(x_new, log_correction), stats
 
     # ------------------------------------------------------------------ adaptation
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
-        a = self._adapt
-        a.t += 1
-        if self.adapt_scale and a.active:
-            a.scaler.update(accept_prob)
+        self._adapt.t += 1
         self._record(new_state.position)
+
+    def _begin_tuning_draw(self, mean_accept: float) -> None:
+        a = self._adapt
+        if self.adapt_scale and a.active and np.isfinite(mean_accept):
+            a.scaler.update(mean_accept, target=self._accept_target(self.target_accept))
         if a.t >= a.next_refresh:
             self._refresh()
             a.next_refresh = self.schedule.next_after(a.t)
-
-    def _on_stop_tuning(self) -> None:
-        if self._adapt.t > 0:
-            self._refresh()

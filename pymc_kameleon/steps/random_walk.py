@@ -1,45 +1,47 @@
-"""RandomWalkStep: exact (pseudo-marginal) random-walk Metropolis with Robbins-Monro scaling."""
+"""RandomWalkStep: exact (pseudo-marginal) preconditioned random-walk Metropolis."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..adaptation import RobbinsMonro
-from ..math.linalg import safe_cholesky
+from ..adaptation.warmup import AffineMap
 from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["RandomWalkStep"]
 
 
-@dataclass
-class RandomWalkAdaptState:
-    scaler: RobbinsMonro
-    t: int = 0  # tuning iterations seen
-
-
 class RandomWalkStep(BaseKernelStep):
-    r"""Random-walk Metropolis ``x* = y + scale * L eps`` that stores the current log density.
+    r"""Random-walk Metropolis ``x* = x + scale * L eps`` that stores the current log density.
 
     The baseline the kernel samplers are compared with (the papers' "standard Metropolis"),
     and an *exact* sampler for likelihood estimators: unlike ``pm.Metropolis``, it evaluates
     the model once per iteration, at the proposal, and keeps the current value
-    (pseudo-marginal MCMC).  ``scale`` follows a Robbins-Monro recursion toward
-    ``target_accept`` while PyMC tunes and is frozen afterwards.
+    (pseudo-marginal MCMC).
+
+    It is the step base's warm-up for the whole tuning phase: ``L`` is learned in growing
+    windows (location and covariance of the posterior, dense with shrinkage; started from a
+    gradient-free Laplace approximation when the log density is deterministic) and
+    ``scale`` follows a Robbins-Monro recursion toward ``target_accept``, batched per draw.
+    Everything is frozen when tuning ends.
 
     Parameters
     ----------
     vars : list of PyMC variables, optional
         Continuous variables to sample jointly (default: all continuous ones).
     scale : float, optional
-        Initial scale; default ``2.38 / sqrt(d)``.
+        Initial scale (in units of ``L``); default ``2.38 / sqrt(d)``.
     cov : array, optional
-        Shape ``L L^T`` of the proposal covariance (default identity).
+        Initial proposal shape ``L L^T`` (default identity).  With ``adapt_scale=False`` it
+        is kept exactly, with ``scale``, for the whole run.
     target_accept : float, default 0.234
     adapt_scale : bool, default True
+        Adapt ``scale`` and ``L`` during tuning.
     adapt_exponent : float, default 0.6
+    n_steps, warmup_draws, laplace
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -49,6 +51,8 @@ class RandomWalkStep(BaseKernelStep):
        Monte Carlo computations. Annals of Statistics 37(2).
     .. [2] Gelman, A., Roberts, G. O., Gilks, W. R. (1996). Efficient Metropolis jumping
        rules. Bayesian Statistics 5.
+    .. [3] Haario, H., Saksman, E., Tamminen, J. (2001). An adaptive Metropolis algorithm.
+       Bernoulli 7(2).
 
     Examples
     --------
@@ -63,6 +67,7 @@ class RandomWalkStep(BaseKernelStep):
     """
 
     name = "random_walk"
+    _has_kernel_phase = False
     stats_dtypes_shapes = {**BaseKernelStep.stats_dtypes_shapes, "scaling": (np.float64, [])}
     _progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
 
@@ -75,38 +80,35 @@ class RandomWalkStep(BaseKernelStep):
         target_accept: float = 0.234,
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
-        model=None,
-        rng=None,
-        initial_point=None,
-        compile_kwargs=None,
-        blocked: bool = True,
+        **kwargs,
     ):
-        if scale is not None:
-            RobbinsMonro(scale, target_accept, adapt_exponent)  # validates all three
-        self.initial_scale = scale
+        RobbinsMonro(scale or 1.0, target_accept, adapt_exponent)  # validates all three
+        self.initial_scale = None if scale is None else float(scale)
         self.target_accept = float(target_accept)
         self.adapt_scale = bool(adapt_scale)
         self.adapt_exponent = float(adapt_exponent)
-        super().__init__(vars, model=model, rng=rng, initial_point=initial_point,
-                         compile_kwargs=compile_kwargs, blocked=blocked)
-        if cov is None:
-            self._chol = np.eye(self.dim)
-        else:
-            cov = np.asarray(cov, dtype=float)
-            if cov.shape != (self.dim, self.dim):
-                raise ValueError(f"cov must have shape ({self.dim}, {self.dim}), got {cov.shape}")
-            self._chol = safe_cholesky(cov)[0]
+        self._cov = None if cov is None else np.asarray(cov, dtype=float)
+        super().__init__(vars, **kwargs)
+        if self._cov is not None and self._cov.shape != (self.dim, self.dim):
+            raise ValueError(f"cov must have shape ({self.dim}, {self.dim}), "
+                             f"got {self._cov.shape}")
+        if self._cov is not None:
+            AffineMap.from_cov(np.zeros(self.dim), self._cov)  # validates it
 
-    def _initial_adapt_state(self) -> RandomWalkAdaptState:
-        scale = self.initial_scale or 2.38 / np.sqrt(self.dim)
-        return RandomWalkAdaptState(RobbinsMonro(scale, self.target_accept, self.adapt_exponent))
+    def _initial_adapt_state(self) -> None:
+        return None
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        scale = self._adapt.scaler.value
-        step = scale * (self._chol @ self.rng.standard_normal(self.dim))
-        return Proposal(self._to_model_dtype(state.position + step), 0.0), {"scaling": scale}
+        raise AssertionError("RandomWalkStep samples with the warm-up random walk")
 
-    def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
-        self._adapt.t += 1
-        if self.adapt_scale:
-            self._adapt.scaler.update(accept_prob)
+    def _warmup_config(self) -> dict[str, Any]:
+        return {
+            "scale": self.initial_scale,
+            "cov": self._cov,
+            "target": self.target_accept,
+            "exponent": self.adapt_exponent,
+            "adapt": self.adapt_scale,
+        }
+
+    def _tuning_stats(self) -> dict[str, Any]:
+        return {"scaling": self._warm.rw.value}

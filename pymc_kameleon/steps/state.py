@@ -1,0 +1,97 @@
+"""Step state as PyMC ``DataClassState`` trees.
+
+PyMC saves, compares and restores a step's state through ``sampling_state``
+(:mod:`pymc.step_methods.state`): every piece must be a ``DataClassState``, an array, a
+generator state or a plain value, so that ``equal_dataclass_values`` can compare two states
+and ``deepcopy`` can snapshot one.  The numerical objects of this package live in modules
+that do not import PyMC (plain dataclasses), so :func:`to_state` converts any tree of them
+into :class:`ObjectState` / :class:`ScalarState` nodes and :func:`from_state` rebuilds it.
+Floats become 0-d arrays so that ``nan == nan`` compares equal, as PyMC's array comparison
+does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import numpy as np
+from pymc.step_methods.compound import StepMethodState
+from pymc.step_methods.state import DataClassState, dataclass_state
+from pymc.util import (
+    RandomGeneratorState,
+    get_state_from_generator,
+    random_generator_from_state,
+)
+
+__all__ = ["KernelStepState", "ObjectState", "ScalarState", "from_state", "to_state"]
+
+
+@dataclass_state
+class ObjectState(DataClassState):
+    """A plain dataclass instance: its class (module, qualified name) and field values."""
+
+    module: str
+    qualname: str
+    values: dict
+
+
+@dataclass_state
+class ScalarState(DataClassState):
+    """A Python float (as a 0-d array, so that NaN compares equal to NaN)."""
+
+    value: np.ndarray
+
+
+@dataclass_state
+class KernelStepState(StepMethodState):
+    """Everything a step of this package changes while sampling one chain."""
+
+    tune: bool
+    chain: Any  # the per-chain state tree (position, stored log density, adaptation)
+    estimators: Any  # generator states of the likelihood estimators in the log density
+
+
+def to_state(obj: Any) -> Any:
+    """Convert a tree of dataclasses, containers, arrays and generators to state nodes."""
+    if isinstance(obj, DataClassState):
+        return obj
+    if isinstance(obj, np.random.Generator):
+        return get_state_from_generator(obj)
+    if isinstance(obj, float):
+        return ScalarState(value=np.array(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.copy()
+    if is_dataclass(obj) and not isinstance(obj, type):
+        cls = type(obj)
+        values = {f.name: to_state(getattr(obj, f.name)) for f in fields(obj)}
+        return ObjectState(module=cls.__module__, qualname=cls.__qualname__, values=values)
+    if isinstance(obj, dict):
+        return {k: to_state(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):  # noqa: UP038
+        return type(obj)(to_state(v) for v in obj)
+    return obj
+
+
+def from_state(state: Any) -> Any:
+    """Inverse of :func:`to_state` (fresh objects; the state is not modified)."""
+    if isinstance(state, ScalarState):
+        return float(state.value)
+    if isinstance(state, RandomGeneratorState):
+        return random_generator_from_state(state)
+    if isinstance(state, ObjectState):
+        cls = importlib.import_module(state.module)
+        for part in state.qualname.split("."):
+            cls = getattr(cls, part)
+        obj = cls.__new__(cls)
+        for name, value in state.values.items():
+            object.__setattr__(obj, name, from_state(value))
+        return obj
+    if isinstance(state, np.ndarray):
+        return state.copy()
+    if isinstance(state, dict):
+        return {k: from_state(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):  # noqa: UP038
+        return type(state)(from_state(v) for v in state)
+    return state

@@ -1,0 +1,57 @@
+"""One stored log-density value per model and chain, shared by this package's steps.
+
+A pseudo-marginal chain is exact only if the estimate at the current point is stored and
+never re-estimated.  When a model is sampled in blocks (a ``CompoundStep`` of several of our
+steps), each block's step sees the point after the other blocks moved; its own stored
+value belongs to an older point.  Re-estimating there would be Monte Carlo within
+Metropolis.  Instead, every step of this package records the value it accepted together
+with the *full* point (all model variables) it belongs to, and the next step of the same
+model and chain finds it there: a block-wise sampler of ours is then a valid
+pseudo-marginal Gibbs scheme (each block is an exact MH update of the extended target).
+
+Chains in separate processes have separate copies of the model and hence separate stores;
+chains run one after the other in one process cannot mix values up, because a value is
+only used for the exact full point it was computed at.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SharedEstimate", "point_key"]
+
+_STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def point_key(point: dict) -> bytes:
+    """Bytes identifying a full point exactly (names, dtypes and values)."""
+    parts = []
+    for name in sorted(point):
+        value = np.ascontiguousarray(point[name])
+        parts += [name.encode(), str(value.dtype).encode(), value.tobytes()]
+    return b"\0".join(parts)
+
+
+@dataclass
+class SharedEstimate:
+    """The last accepted (full point, log density) of a model in this process."""
+
+    key: bytes = b""
+    logp: float = float("nan")
+
+    @classmethod
+    def for_model(cls, model) -> SharedEstimate:
+        """The store of ``model`` (created on first use)."""
+        try:
+            return _STORES.setdefault(model, cls())
+        except TypeError:  # not weak-referenceable: a private store
+            return cls()
+
+    def get(self, key: bytes) -> float | None:
+        return self.logp if key and key == self.key else None
+
+    def put(self, key: bytes, logp: float) -> None:
+        self.key, self.logp = key, float(logp)

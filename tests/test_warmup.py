@@ -1,0 +1,145 @@
+"""Unit tests of the warm-up numerics (adaptation.warmup, adaptation.laplace), step state
+conversion and the shared-estimate key, against independent computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pymc.step_methods.state import equal_dataclass_values
+
+from pymc_kameleon.adaptation import RobbinsMonro
+from pymc_kameleon.adaptation.laplace import finite_difference_hessian, laplace_start
+from pymc_kameleon.adaptation.warmup import (
+    AffineMap,
+    NoiseCeiling,
+    WindowMoments,
+    regularised_covariance,
+    window_ends,
+)
+from pymc_kameleon.steps.state import ObjectState, from_state, to_state
+from pymc_kameleon.steps.store import SharedEstimate, point_key
+
+
+def test_affine_map_round_trip_and_whitening():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(4, 4))
+    cov = A @ A.T + 0.1 * np.eye(4)
+    mean = rng.normal(size=4)
+    amap = AffineMap.from_cov(mean, cov)
+    x = rng.multivariate_normal(mean, cov, size=20000)
+    u = np.array([amap.to_u(xi) for xi in x])
+    np.testing.assert_allclose(np.cov(u.T), np.eye(4), atol=0.05)
+    np.testing.assert_allclose(amap.to_x(amap.to_u(x[0])), x[0])
+    np.testing.assert_allclose(amap.cov, cov)
+
+
+def test_window_ends_grow_and_end_at_the_warmup_length():
+    assert window_ends(500) == (75, 125, 225, 500)
+    ends = window_ends(40)
+    assert ends[-1] == 40 and list(ends) == sorted(set(ends))
+    assert window_ends(1) == (1,)
+
+
+def test_window_moments_match_numpy():
+    X = np.random.default_rng(1).normal(size=(50, 3))
+    w = WindowMoments(3)
+    for i, x in enumerate(X):
+        w.add(x, moved=i % 2 == 0)
+    np.testing.assert_allclose(w.mean, X.mean(0))
+    np.testing.assert_allclose(w.cov, np.cov(X.T))
+    assert w.n_moves == 25
+
+
+def test_regularised_covariance_limits():
+    S = np.array([[4.0, 1.9], [1.9, 1.0]])
+    P = np.diag([9.0, 9.0])
+    # many moves, no prior: the sample covariance (shrinkage d / n -> 0)
+    np.testing.assert_allclose(regularised_covariance(S, 1e12, P, 0.0), S, atol=1e-9)
+    # fewer moves than dimensions: only the diagonal is trusted
+    np.testing.assert_allclose(regularised_covariance(S, 1.0, P, 0.0), np.diag([4.0, 1.0]))
+    # nothing learned: the prior
+    np.testing.assert_allclose(regularised_covariance(S, 0.0, P, 10.0), P)
+    # weights: n_eff samples against n_prior pseudo-samples
+    out = regularised_covariance(S, 1e12, P, 1e12)
+    np.testing.assert_allclose(out, 0.5 * (S + P), atol=1e-6)
+
+
+def test_noise_ceiling_lowers_an_unreachable_target_only():
+    nc = NoiseCeiling()
+    assert nc.target(0.234) == 0.234  # no evidence of noise
+    for _ in range(99):
+        nc.add(0.2)
+    assert nc.ceiling == pytest.approx((99 * 0.2 + 1) / 100)
+    assert nc.target(0.234) == pytest.approx(0.5 * nc.ceiling)
+
+
+def test_robbins_monro_exact_initial_value_and_bounds():
+    rm = RobbinsMonro(0.1, 0.234, lower=0.05, upper=0.2)
+    assert rm.value == 0.1  # no exp(log(.)) round trip
+    for _ in range(1000):
+        rm.update(0.0)
+    assert rm.value == 0.05  # bounded away from zero however low the acceptance
+    for _ in range(1000):
+        rm.update(1.0)
+    assert rm.value == 0.2
+    rm.update(0.5, target=0.5)  # an explicit target: no move at the target
+    assert rm.value == 0.2
+
+
+def test_finite_difference_hessian_of_a_cubic():
+    def f(v):
+        return v[0] ** 3 + 2 * v[0] * v[1] ** 2
+
+    x = np.array([1.0, 2.0])
+    exact = np.array([[6 * x[0], 4 * x[1]], [4 * x[1], 4 * x[0]]])
+    H = finite_difference_hessian(f, x, f(x), np.full(2, 1e-3))
+    np.testing.assert_allclose(H, exact, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scales", [(1.0, 1.0, 1.0), (1e-3, 1.0, 1e3)])
+def test_laplace_start_recovers_a_gaussian(scales):
+    rng = np.random.default_rng(2)
+    corr = np.array([[1.0, 0.9, 0.0], [0.9, 1.0, 0.3], [0.0, 0.3, 1.0]])
+    D = np.diag(scales)
+    cov = D @ corr @ D
+    P = np.linalg.inv(cov)
+    mean = rng.normal(size=3) * np.array(scales)
+    res = laplace_start(lambda x: -0.5 * (x - mean) @ P @ (x - mean), np.zeros(3), 5000)
+    z = np.linalg.solve(np.linalg.cholesky(cov), res.mode - mean)
+    assert np.abs(z).max() < 1e-2  # mode within 1% of a posterior sd
+    np.testing.assert_allclose(res.cov / np.outer(scales, scales), corr, atol=1e-3)
+    assert res.n_evals > 0
+
+
+def test_laplace_start_outside_support_and_flat_direction():
+    res = laplace_start(lambda x: -np.inf, np.zeros(2), 100)
+    assert res.cov is None
+    # a flat direction: no curvature, so that direction gets the median positive curvature
+    res = laplace_start(lambda x: -0.5 * x[0] ** 2 / 4.0, np.zeros(2), 100)
+    assert res.cov is not None and np.all(np.linalg.eigvalsh(res.cov) > 0)
+
+
+def test_state_round_trip_compares_with_pymc():
+    rng = np.random.default_rng(3)
+    obj = {"scaler": RobbinsMonro(0.5, 0.3), "arr": np.array([1.0, np.nan]), "f": np.nan,
+           "rng": np.random.default_rng(4), "items": [1, (2.0, "a")]}
+    s1, s2 = to_state(obj), to_state(obj)
+    assert equal_dataclass_values(s1, s2)  # NaN scalars and arrays compare equal
+    assert isinstance(s1["scaler"], ObjectState)
+    back = from_state(s1)
+    assert isinstance(back["scaler"], RobbinsMonro) and back["scaler"].value == 0.5
+    assert back["rng"].random() == obj["rng"].random()
+    obj["scaler"].update(1.0)
+    assert not equal_dataclass_values(to_state(obj), s1)
+    rng.random()
+
+
+def test_point_key_and_shared_estimate():
+    p1 = {"a": np.array([1.0]), "b": np.array(2.0, dtype=np.float32)}
+    p2 = {"b": np.array(2.0, dtype=np.float32), "a": np.array([1.0])}
+    assert point_key(p1) == point_key(p2)
+    assert point_key(p1) != point_key({**p1, "a": np.array([1.0 + 1e-15])})
+    store = SharedEstimate()
+    assert store.get(point_key(p1)) is None
+    store.put(point_key(p1), -3.5)
+    assert store.get(point_key(p2)) == -3.5 and store.get(b"other") is None
