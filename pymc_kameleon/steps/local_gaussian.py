@@ -172,12 +172,18 @@ class LocalGaussianStep(BaseKernelStep):
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
-        key_y, entry_y = self._cached_proposal(state.position, a.cache)
-        forward = entry_y[2]
-        x_new = forward.sample(self.rng)
-        key_x, entry_x = self._cached_proposal(x_new, a.cache)
-        reverse = entry_x[2]
-        log_correction = reverse.logpdf(state.position) - forward.logpdf(x_new)
+        try:
+            key_y, entry_y = self._cached_proposal(state.position, a.cache)
+            forward = entry_y[2]
+            x_new = forward.sample(self.rng)
+            key_x, entry_x = self._cached_proposal(x_new, a.cache)
+            reverse = entry_x[2]
+        except (ValueError, np.linalg.LinAlgError):  # overflowing covariance: a rejection
+            return Proposal(state.position, -np.inf), {}
+        with np.errstate(all="ignore"):
+            log_correction = reverse.logpdf(state.position) - forward.logpdf(x_new)
+        if not np.isfinite(log_correction):
+            return Proposal(state.position, -np.inf), {}
         # both points can be the next current point: keep exactly their two entries
         a.cache = {key_y: entry_y, key_x: entry_x}
         return Proposal(x_new, log_correction), {}
