@@ -36,7 +36,7 @@ def test_reused_step_in_a_compound_tunes_again(mixed_model):
 def test_mixed_float32_float64_block_does_not_re_evaluate():
     """PyMC rounds a float32 variable when it stores the point; the step evaluates at the
     rounded point, so the stored value still matches and no refresh is needed."""
-    with pm.Model() as model:
+    with pm.Model():
         pm.Normal("a", 0.0, 1.0, dtype="float32")
         pm.Normal("b", 0.0, 1.0, shape=2)
         idata = pm.sample(draws=200, tune=100, chains=1, step=RandomWalkStep(), random_seed=2,
