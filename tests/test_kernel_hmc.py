@@ -128,3 +128,47 @@ def test_banana_moderate_finite_broken_variant_fails(banana):
     idata = sample(banana, NoKineticEnergy, draws=4000, tune=1000, chains=4, cores=2, seed=0)
     err, rhat = banana_check(idata, 0.03, 100.0)
     assert not (err < 0.06 and rhat < 1.1), (err, rhat)
+
+
+# one iteration per draw, a one-draw warm-up: kernel iteration t ends draw t; the refits
+# and cross-validations of kernel iteration 200 * 2^k happen at the start of draw 200 * 2^k + 1
+@pytest.mark.parametrize("surrogate, n_tune", [("finite", 802), ("lite", 802), ("lite", 1002)])
+def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, n_tune):
+    """Issue 13 item 6: tune = 200 * 2^k cross-validates (and lite refits) on the last tuning
+    iteration; the frozen step size must still be one adapted against the target on the
+    frozen surrogate for at least 50 iterations."""
+    with gauss:
+        step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
+    point = gauss.initial_point()
+    in_use_since = {}  # estimator id -> first tuning iteration it was used in
+    for i in range(n_tune):
+        in_use_since.setdefault(id(step._adapt.estimator), i)
+        point, _ = step.step(point)
+    step.stop_tuning()
+    a = step._adapt
+    assert a.estimator is not None
+    assert a.scaler.t >= 50, a.scaler.t
+    assert n_tune - in_use_since.get(id(a.estimator), n_tune) >= 50
+    eps = a.scaler.value
+    for _ in range(20):
+        point, _ = step.step(point)
+    assert step._adapt.scaler.value == eps and step._adapt.estimator is a.estimator
+
+
+def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
+    with gauss:
+        step = KernelHMCStep(rng=5, n_steps=1, warmup_draws=1)
+    grids = []
+    original = step._cross_validate
+
+    def spy(s_med):
+        result = original(s_med)
+        grids.append(step._adapt.cv_index)
+        return result
+
+    step._cross_validate = spy
+    point = gauss.initial_point()
+    for _ in range(802):
+        point, _ = step.step(point)
+    assert len(grids) == 3  # 200, 400, 800
+    assert all(abs(b - a) <= 2 for a, b in zip(grids, grids[1:], strict=False))

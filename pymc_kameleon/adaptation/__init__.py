@@ -2,11 +2,15 @@
 
 * :class:`RobbinsMonro`: stochastic-approximation scaling toward a target acceptance rate.
 * :class:`GeometricSchedule`: when the expensive adaptation events happen.
+* :class:`AnchoredStepSize`: a step size checked against the target but kept near a
+  noise-free anchor, so that an acceptance rate capped by likelihood-estimator noise cannot
+  drive it to zero.
 
 All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 
 from .robbins_monro import RobbinsMonro
 from .schedule import GeometricSchedule
+from .step_size import AnchoredStepSize, noise_acceptance_cap
 
-__all__ = ["GeometricSchedule", "RobbinsMonro"]
+__all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "noise_acceptance_cap"]

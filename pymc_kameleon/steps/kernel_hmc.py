@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from ..adaptation import GeometricSchedule, RobbinsMonro
-from ..math.hmc import kinetic_energy, leapfrog
+from ..adaptation import AnchoredStepSize, GeometricSchedule, RobbinsMonro
+from ..math.hmc import hamiltonian_accept_prob, kinetic_energy, leapfrog
 from ..math.kernels import median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
@@ -27,11 +29,17 @@ _LAMBDA_EXPONENTS = np.arange(-5.0, 2.0)  # 10^k times the natural scale of lamb
 _RANDOM_WALK_ACCEPT = 0.234  # target of the step size before the first surrogate fit
 _FINITE_BATCH = 10  # new points per rank-(batch * d) Cholesky update of the finite surrogate
 _MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of >= 4)
+# step-size band around the noise-free anchor: random-walk phase (no surrogate, fixed anchor
+# at the initial value) and trajectories (anchor adapted on the surrogate's energy error)
+_RANDOM_WALK_BAND = (1e-3, 1e3)
+_SURROGATE_BAND = (0.1, 2.0)
+_MIN_CHECKED = 50  # tuning iterations of step-size adaptation needed after a refit
+_CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
 
 
 @dataclass
 class KernelHMCAdaptState:
-    scaler: RobbinsMonro  # step size
+    scaler: AnchoredStepSize  # step size
     reservoir: Reservoir
     t: int = 0
     next_fit: int = 1
@@ -41,6 +49,11 @@ class KernelHMCAdaptState:
     lam: float = float("nan")
     base_features: RandomFourierFeatures | None = None
     pending: list = field(default_factory=list)  # finite: points not yet in the surrogate
+    surrogate_accept: float | None = None  # last proposal's acceptance on the surrogate
+    since_refit: int = 0  # tuning iterations since the surrogate last changed by a refit
+    fallback: tuple | None = None  # (estimator, bandwidth, lam, scaler) before that refit
+    cv_index: int | None = None  # grid index of the last cross-validated bandwidth
+    anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
 
 
 class KernelHMCStep(BaseKernelStep):
@@ -249,13 +262,10 @@ class KernelHMCStep(BaseKernelStep):
     def _default_n_steps(self) -> int:
         return max(1, int(np.ceil(np.sqrt(self.dim))))
 
-    def _new_scaler(self, eps: float, target: float) -> RobbinsMonro:
-        # bounded: with a noisy likelihood estimator the target may be out of reach
-        return RobbinsMonro(eps, target, self.adapt_exponent, lower=1e-3 * eps, upper=1e3 * eps)
-
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
-            scaler=self._new_scaler(self.step_size, _RANDOM_WALK_ACCEPT),
+            scaler=AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
+                                    *_RANDOM_WALK_BAND),
             reservoir=Reservoir(self.n_history, self.dim),
             next_fit=self.schedule.first,
             next_cv=self.schedule.first,
@@ -267,7 +277,8 @@ class KernelHMCStep(BaseKernelStep):
         lo, hi = self.n_leapfrog
         n_steps = int(self.rng.integers(lo, hi + 1))
         jitter = self.step_size_jitter
-        eps = a.scaler.value * float(self.rng.uniform(1.0 - jitter, 1.0 + jitter))
+        u = float(self.rng.uniform(1.0 - jitter, 1.0 + jitter))
+        eps = a.scaler.value * u
         p0 = self.rng.standard_normal(self.dim)
         q0 = np.asarray(state.position, dtype=float)
         if a.estimator is None:  # no surrogate yet: one zero-gradient step, a random walk
@@ -277,6 +288,8 @@ class KernelHMCStep(BaseKernelStep):
             with np.errstate(all="ignore"):
                 q1, p1 = leapfrog(q0, p0, a.estimator.grad, eps, n_steps)
         log_correction = kinetic_energy(p0) - kinetic_energy(p1)
+        if self.tune:
+            a.surrogate_accept = self._anchor_accept(q0, p0, q1, p1, u, n_steps)
         if not (np.all(np.isfinite(q1)) and np.isfinite(log_correction)):
             q1, log_correction = state.position, -np.inf  # diverged: reject
         return Proposal(q1, log_correction), {"n_leapfrog": n_steps}
@@ -291,10 +304,27 @@ class KernelHMCStep(BaseKernelStep):
             "surrogate": 0 if a.estimator is None else _SURROGATE_CODES[self.surrogate],
         }
 
+    def _anchor_accept(self, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
+        """Acceptance on the surrogate Hamiltonian of a trajectory with the anchor's step size
+        (same start, momentum, jitter and ``L``): the noise-free statistic of the step-size
+        rule.  Reuses the proposed trajectory when the step size equals the anchor; otherwise
+        costs ``L + 1`` surrogate gradients and no target evaluation."""
+        a = self._adapt
+        if a.estimator is None:
+            return None
+        if abs(a.scaler.log_value - a.scaler.log_anchor) > 1e-12:
+            with np.errstate(all="ignore"):
+                q1, p1 = leapfrog(q0, p0, a.estimator.grad, a.scaler.anchor * u, n_steps)
+        return hamiltonian_accept_prob(a.estimator.log_density, q0, p0,
+                                       np.asarray(q1, dtype=float), p1)
+
     # ------------------------------------------------------------------ adaptation
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
         a = self._adapt
         a.t += 1
+        a.since_refit += 1
+        if self.tune and a.surrogate_accept is not None:
+            a.anchor_accepts.append(a.surrogate_accept)
         x = np.asarray(new_state.position, dtype=float)
         a.reservoir.add(x, self.rng)
         if isinstance(a.estimator, FiniteScoreEstimator):
@@ -305,14 +335,23 @@ class KernelHMCStep(BaseKernelStep):
     def _begin_tuning_draw(self, mean_accept: float) -> None:
         a = self._adapt
         if self.adapt_step_size and np.isfinite(mean_accept):
-            a.scaler.update(mean_accept, target=self._accept_target(a.scaler.target))
-        if a.t >= a.next_fit:
+            anchor = float(np.mean(a.anchor_accepts)) if a.anchor_accepts else None
+            a.scaler.update(mean_accept, anchor)
+        a.anchor_accepts = []
+        if a.t >= a.next_fit and not self._too_late_to_refit():
             tune_hyper = a.t >= a.next_cv
             if tune_hyper or self.surrogate == "lite":  # finite learns online in between
                 self._fit(tune_hyper)
             if tune_hyper:
                 a.next_cv = 2 * a.t
             a.next_fit = self.schedule.next_after(a.t)
+
+    def _too_late_to_refit(self) -> bool:
+        """Whether tuning ends before a refit could be checked (known with PyMC >= 6)."""
+        if not self._chain_tune:
+            return False
+        remaining = (self._chain_tune - self._warm.draw) * self.n_steps
+        return remaining < _MIN_CHECKED
 
     def _flush_pending(self) -> None:
         a = self._adapt
@@ -321,9 +360,16 @@ class KernelHMCStep(BaseKernelStep):
             a.pending = []
 
     def _on_stop_tuning(self) -> None:
-        # no refit and no update here: the frozen surrogate and step size are the ones the
-        # last tuning iterations used (points still pending are dropped)
-        self._adapt.pending = []
+        # No refit and no update here: the frozen surrogate and step size are the ones the
+        # last tuning iterations used (points still pending are dropped).  When PyMC does
+        # not tell the step how long tuning is (PyMC 5) and the surrogate was refitted too
+        # recently for the step size to have been checked against the target, go back to
+        # the state before that refit (PyMC 6: no refit in the last iterations instead).
+        a = self._adapt
+        if a.since_refit < _MIN_CHECKED and a.fallback is not None:
+            a.estimator, a.bandwidth, a.lam, a.scaler = a.fallback
+        a.fallback = None
+        a.pending = []
 
     def _fit(self, tune_hyper: bool) -> None:
         """Fit the surrogate on the reservoir subsample.
@@ -342,8 +388,14 @@ class KernelHMCStep(BaseKernelStep):
             )
         s, lam = self.fixed_bandwidth, self.fixed_lam
         tune_hyper = tune_hyper or a.estimator is None
+        if a.since_refit >= _MIN_CHECKED or a.fallback is None:  # the last checked state
+            if isinstance(a.estimator, FiniteScoreEstimator):
+                self._flush_pending()
+            a.fallback = (a.estimator, a.bandwidth, a.lam, copy.deepcopy(a.scaler))
+        a.since_refit = 0
         if (s is None or lam is None) and tune_hyper:
-            s, lam = self._cross_validate(s_med)
+            with threadpool_limits(limits=1):  # small dense algebra: threads only contend
+                s, lam = self._cross_validate(s_med)
         s = s if s is not None else a.bandwidth
         lam = lam if lam is not None else a.lam
         if self.surrogate == "lite":
@@ -351,12 +403,13 @@ class KernelHMCStep(BaseKernelStep):
         else:
             estimator = FiniteScoreEstimator(a.base_features.with_bandwidth(s), lam)
             a.pending = []
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), threadpool_limits(limits=1):
             estimator.fit(X)
         a.estimator, a.bandwidth, a.lam = estimator, float(s), float(lam)
         if self.adapt_step_size and tune_hyper:  # restart from the surrogate's own scale
             eps = self._surrogate_step_size(estimator, X, a.scaler.value)
-            a.scaler = self._new_scaler(eps, self.target_accept)
+            a.scaler = AnchoredStepSize(eps, self.target_accept, self.adapt_exponent,
+                                        *_SURROGATE_BAND)
 
     def _surrogate_step_size(self, estimator, X: np.ndarray, eps: float) -> float:
         """Step size at which trajectories on the *surrogate* Hamiltonian ``-f(q) + |p|^2/2``
@@ -374,9 +427,7 @@ class KernelHMCStep(BaseKernelStep):
             with np.errstate(all="ignore"):
                 for q0, p0 in zip(starts, momenta, strict=True):
                     q1, p1 = leapfrog(q0, p0, estimator.grad, step, n_steps)
-                    d_h = (estimator.log_density(q1) - estimator.log_density(q0)
-                           + kinetic_energy(p0) - kinetic_energy(p1))
-                    total += float(np.exp(min(d_h, 0.0))) if np.isfinite(d_h) else 0.0
+                    total += hamiltonian_accept_prob(estimator.log_density, q0, p0, q1, p1)
             return total / starts.shape[0]
 
         if surrogate_accept(eps) >= self.target_accept:
@@ -401,8 +452,13 @@ class KernelHMCStep(BaseKernelStep):
         if X.shape[0] > self.n_cv:
             X = X[np.sort(self.rng.choice(X.shape[0], self.n_cv, replace=False))]
         s_ref = self.fixed_bandwidth or s_med
+        factors = _BANDWIDTH_FACTORS[self.surrogate]
+        window = np.arange(factors.size)  # first time the whole grid, then around the last best
+        if self._adapt.cv_index is not None:
+            i = self._adapt.cv_index
+            window = window[max(i - _CV_NEIGHBOURS, 0) : i + _CV_NEIGHBOURS + 1]
         bandwidths = ([self.fixed_bandwidth] if self.fixed_bandwidth is not None
-                      else s_med * _BANDWIDTH_FACTORS[self.surrogate])
+                      else s_med * factors[window])
         lam_scale = s_ref**2 if self.surrogate == "lite" else s_ref**-2
         lams = ([self.fixed_lam] if self.fixed_lam is not None
                 else lam_scale * 10.0**_LAMBDA_EXPONENTS)
@@ -416,4 +472,7 @@ class KernelHMCStep(BaseKernelStep):
 
         with np.errstate(all="ignore"):
             result = cross_validate(X, bandwidths, lams, make, n_folds=5, shuffle=False)
+        if self.fixed_bandwidth is None:
+            best = int(np.argmin(np.min(result.losses, axis=1)))
+            self._adapt.cv_index = int(window[best])
         return result.best_bandwidth, result.best_lam
