@@ -87,8 +87,8 @@ def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
 
 
 def test_fixed_hyperparameters_skip_cross_validation(gauss):
-    idata = sample(gauss, partial(KernelHMCStep, bandwidth=1.5, lam=1e-3), draws=50, tune=300,
-                   chains=1)
+    make = partial(KernelHMCStep, bandwidth=1.5, lam=1e-3, warmup_draws=50)
+    idata = sample(gauss, make, draws=50, tune=400, chains=1)
     assert np.all(idata.sample_stats.bandwidth == 1.5)
     assert np.all(idata.sample_stats["lambda"] == 1e-3)
 
