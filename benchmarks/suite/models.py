@@ -81,7 +81,11 @@ def radon_centred() -> pm.Model:
 
 
 def radon_noncentred() -> pm.Model:
-    """The same posterior, non-centred (used for the NUTS reference of the centred model)."""
+    """The same posterior, non-centred: ``a = mu_a + sigma_a * a_std`` (a deterministic).
+
+    A suite model of its own (free variables ``a_std``) and the parametrisation on which the
+    NUTS reference of the centred model is made.
+    """
     return _radon(centred=False)
 
 
@@ -279,6 +283,9 @@ MODELS: dict[str, ModelSpec] = {
         _spec("radon", "radon-style varying intercepts, 20 counties, centred", radon_centred,
               24, True, True, "nuts", "NUTS on the non-centred model (a deterministic)",
               reference_factory=radon_noncentred, reference_target_accept=0.95),
+        _spec("radon-nc", "radon-style varying intercepts, 20 counties, non-centred",
+              radon_noncentred, 24, True, True, "nuts", "NUTS 4 x 5000 (target_accept 0.95)",
+              reference_target_accept=0.95),
         _spec("logistic", "logistic regression, 8 standardised predictors", logistic_model,
               9, True, True, "nuts", "NUTS 4 x 5000"),
         _spec("logistic-raw", "logistic regression, raw collinear predictors",
