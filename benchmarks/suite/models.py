@@ -32,7 +32,8 @@ from .data import (
 )
 from .ode import lotka_volterra_model
 
-__all__ = ["MODELS", "ModelSpec", "free_var_labels", "glass_path"]
+__all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
+           "set_glass_path"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -197,10 +198,26 @@ def funnel_model() -> pm.Model:
     return model
 
 
+#: Path given with :func:`set_glass_path` (``--glass`` of the command line), if any.
+_GLASS_PATH: Path | None = None
+#: Where ``glass.data`` is looked for when neither a path nor the variable is given.
+DEFAULT_GLASS = ROOT.parent / "shared" / "data" / "glass.data"
+
+
+def set_glass_path(path: str | os.PathLike | None) -> None:
+    """Use ``path`` as ``glass.data`` for GP-Glass (``None``: back to the default lookup)."""
+    global _GLASS_PATH
+    _GLASS_PATH = None if path is None else Path(path)
+
+
 def glass_path() -> Path | None:
-    """``glass.data`` from ``$PYMC_KAMELEON_GLASS`` or ``/work/shared/data``; None if absent."""
+    """Path of ``glass.data``, or ``None`` if the file is absent (GP-Glass is then skipped).
+
+    Looked up in this order: the path of :func:`set_glass_path`, ``$PYMC_KAMELEON_GLASS``,
+    :data:`DEFAULT_GLASS` (``../shared/data/glass.data`` next to the repository).
+    """
     env = os.environ.get(GLASS_ENV_VAR)
-    path = Path(env) if env else ROOT.parent / "shared" / "data" / "glass.data"
+    path = _GLASS_PATH or (Path(env) if env else DEFAULT_GLASS)
     return path if path.is_file() else None
 
 
@@ -208,7 +225,7 @@ def gp_glass_model() -> pm.Model:
     """Pseudo-marginal GP classification on UCI Glass (100 importance samples), d = 9."""
     path = glass_path()
     if path is None:
-        raise FileNotFoundError(f"glass.data not found (set {GLASS_ENV_VAR})")
+        raise FileNotFoundError(f"glass.data not found (pass --glass PATH or set {GLASS_ENV_VAR})")
     X, y = load_glass(path)
     return gp_classification_model(X, y, n_importance=100, seed=0)
 
