@@ -8,8 +8,8 @@ Usage::
 A reference stores, per scalar of the model's free variables (constrained space, labels of
 :func:`benchmarks.suite.models.free_var_labels`), the posterior mean and sd, how they were
 made (method, command, date, seconds, versions, and for MCMC references the reference's own
-max R-hat, min bulk ESS and divergences) and, except for analytic references, 1000 thinned
-draws (float32).  Methods (``ModelSpec.reference``):
+max R-hat, min bulk ESS and divergences) and, except for analytic references, 500 thinned
+draws (float32, evenly spaced over all chains).  Methods (``ModelSpec.reference``):
 
 * ``analytic``: closed form (:mod:`benchmarks.suite.analytic`);
 * ``exact``: 200k i.i.d. draws of an exact sampler (flower);
@@ -42,7 +42,7 @@ __all__ = ["REFERENCE_DIR", "Reference", "load_reference", "make_reference", "re
 REFERENCE_DIR = ROOT / "benchmarks" / "data" / "suite"
 GP_GLASS_CHAINS = ROOT / "benchmarks" / "data" / "gp_glass_reference.npz"
 #: Thinned draws kept in a reference file.
-KEEP_DRAWS = 1000
+KEEP_DRAWS = 500
 EXACT_DRAWS = 200_000
 
 
