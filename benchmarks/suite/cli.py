@@ -2,16 +2,18 @@
 
 Usage::
 
-    python -m benchmarks.suite [--models a,b] [--samplers x,y] [--quick] [--seed S]
-                               [--out DIR] [--timeout SECONDS]
+    python -m benchmarks.suite [--models a,b] [--steps x,y] [--quick] [--tune N]
+                               [--draws N] [--chains N] [--seed S] [--timeout SECONDS]
+                               [--glass PATH] [--json FILE] [--markdown FILE]
     python -m benchmarks.suite --list     # the models, with the cost of one evaluation
 
 Default budget: PyMC's defaults, ``tune=1000, draws=1000`` and 4 chains (run one after the
-other in this process, ``cores=1``, so evaluations can be counted).  ``--quick``: 200 + 200
-iterations and 2 chains (smoke test; the criteria are meaningless there).  References are
-read from ``benchmarks/data/suite`` (make them with ``python -m benchmarks.suite.reference``).
-Prints the tables (markdown) and writes ``suite-<date>-<time>.json`` and ``.md`` to ``--out``
-(default ``benchmarks/results``, git-ignored).
+other in this process, ``cores=1``, so evaluations can be counted), every step built with
+its defaults (``pm.sample(step=Step())``).  ``--quick``: 200 + 200 iterations and 2 chains
+(smoke test; the criteria are meaningless there).  References are read from
+``benchmarks/data/suite`` (made by ``python -m benchmarks.suite.reference``).  Prints the
+tables (markdown) to stdout and progress to stderr; ``--json`` and ``--markdown`` also
+write them to files (keep such outputs out of git).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ import sys
 import time
 from pathlib import Path
 
-from .models import MODELS, ROOT
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR
+
+from .models import DEFAULT_GLASS, MODELS, set_glass_path
 from .reference import REFERENCE_DIR, load_reference, versions
 from .report import model_header, model_table, summary_tables
-from .runner import SAMPLERS, RunResult, run_one
+from .runner import DEFAULT_SAMPLERS, SAMPLERS, RunResult, run_one
 
 __all__ = ["DEFAULT", "QUICK", "main"]
 
@@ -58,20 +62,28 @@ def parse_args(argv: list[str] | None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--models", help=f"comma-separated, from {list(MODELS)}")
-    parser.add_argument("--samplers", help=f"comma-separated, from {list(SAMPLERS)}")
-    parser.add_argument("--quick", action="store_true", help="tiny budget (smoke test)")
-    parser.add_argument("--tune", type=int, help="override tuning iterations per chain")
-    parser.add_argument("--draws", type=int, help="override draws per chain")
-    parser.add_argument("--chains", type=int, help="override the number of chains")
+    parser.add_argument("--steps", "--samplers", dest="steps",
+                        help=f"comma-separated, from {list(SAMPLERS)} (default: all but "
+                             "khmc-lite)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"tiny budget: tune, draws, chains = {QUICK} (smoke test)")
+    parser.add_argument("--tune", type=int, help=f"tuning iterations per chain ({DEFAULT[0]})")
+    parser.add_argument("--draws", type=int, help=f"draws per chain ({DEFAULT[1]})")
+    parser.add_argument("--chains", type=int, help=f"number of chains ({DEFAULT[2]})")
     parser.add_argument("--seed", type=int, default=1234, help="random_seed of pm.sample")
     parser.add_argument("--timeout", type=float, help="seconds per run (recorded as an error)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--glass", type=Path,
+                        help=f"glass.data for gp-glass (default: ${GLASS_ENV_VAR}, else "
+                             f"{DEFAULT_GLASS}; skipped if absent)")
+    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     parser.add_argument("--references", type=Path, default=REFERENCE_DIR)
     parser.add_argument("--list", action="store_true",
                         help="list the models with the measured cost of one evaluation")
     args = parser.parse_args(argv)
     args.models = _split(args.models, MODELS, "models", parser)
-    args.samplers = _split(args.samplers, SAMPLERS, "samplers", parser)
+    args.samplers = (list(DEFAULT_SAMPLERS) if args.steps is None
+                     else _split(args.steps, SAMPLERS, "steps", parser))
     tune, draws, chains = QUICK if args.quick else DEFAULT
     args.tune = tune if args.tune is None else args.tune
     args.draws = draws if args.draws is None else args.draws
@@ -109,6 +121,8 @@ def list_models(names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> list[RunResult]:
     """Run the suite; return the results (also printed and written to ``--out``)."""
     args = parse_args(argv)
+    if args.glass is not None:
+        set_glass_path(args.glass)
     if args.list:
         list_models(args.models)
         return []
@@ -155,10 +169,10 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     meta.update(seconds=time.perf_counter() - wall_start, load_end=_load())
     print(f"Total wall time {meta['seconds']:.0f} s; load average at start {meta['load_start']},"
           f" at end {meta['load_end']}.")
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"suite-{started:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(
-        {"meta": meta, "models": models_meta, "runs": [r.to_dict() for r in results]},
-        indent=1, default=float))
-    stem.with_suffix(".md").write_text("\n\n".join(sections + ["## Summary", summary]) + "\n")
+    if args.json is not None:
+        args.json.write_text(json.dumps(
+            {"meta": meta, "models": models_meta, "runs": [r.to_dict() for r in results]},
+            indent=1, default=float))
+    if args.markdown is not None:
+        args.markdown.write_text("\n\n".join(sections + ["## Summary", summary]) + "\n")
     return results

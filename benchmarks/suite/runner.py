@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pymc as pm
 
-from pymc_kameleon import RandomWalkStep
+from pymc_kameleon import KernelHMCStep, RandomWalkStep
 
 from ..common import SAMPLERS as COMMON_SAMPLERS
 from ..common import SamplerSpec, quiet_pymc
@@ -30,20 +30,29 @@ from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
 from .reference import Reference
 
-__all__ = ["SAMPLERS", "RunResult", "run_one"]
+__all__ = ["DEFAULT_SAMPLERS", "SAMPLERS", "RunResult", "run_one"]
 
 
 def _rw():
     return RandomWalkStep()
 
 
-#: Samplers in table order: ours, then PyMC's; keys are used on the command line.
+def _khmc():
+    return KernelHMCStep()
+
+
+#: Samplers in table order: ours (every one with its defaults), then PyMC's; the keys are
+#: the names of ``--steps``.  ``khmc-lite`` (the other surrogate) is run only on request.
 SAMPLERS: dict[str, SamplerSpec] = {
-    **{k: COMMON_SAMPLERS[k] for k in ("kamh", "fkamh", "khmc-finite", "khmc-lite")},
+    **{k: COMMON_SAMPLERS[k] for k in ("kamh", "fkamh")},
+    "khmc": SamplerSpec("khmc", "KernelHMCStep", _khmc, ours=True),
+    "khmc-lite": COMMON_SAMPLERS["khmc-lite"],
     "rw": SamplerSpec("rw", "RandomWalkStep", _rw, ours=True),
     **{k: COMMON_SAMPLERS[k] for k in ("metropolis", "demz", "slice")},
     "nuts": SamplerSpec("nuts", "NUTS", None, gradient=True),
 }
+#: The samplers run when ``--steps`` is not given.
+DEFAULT_SAMPLERS = tuple(k for k in SAMPLERS if k != "khmc-lite")
 
 
 @dataclass
@@ -52,8 +61,11 @@ class RunResult:
 
     ``evals`` counts log-density evaluations over step construction and ``pm.sample``
     (NUTS: evaluations of logp and gradient together); ``wall`` is the time of both;
-    ``accuracy`` holds :meth:`~benchmarks.suite.metrics.Accuracy.to_dict`.  ``error`` is
-    set (and the metrics are missing) when the run failed; ``skipped`` when it was not run.
+    ``accuracy`` holds :meth:`~benchmarks.suite.metrics.Accuracy.to_dict`.
+    ``error`` is set (and the metrics are missing) when the run failed; ``skipped`` when it
+    was not run.  ``stat_evals_per_draw`` is the mean of the step's own ``n_evals`` sample
+    stat over the kept draws, when the step reports one (a cross-check of the counter, not
+    relied on).
     """
 
     model: str
@@ -68,6 +80,7 @@ class RunResult:
     accept: float = float("nan")
     divergences: int | None = None
     nuts_steps: int | None = None
+    stat_evals_per_draw: float | None = None
     accuracy: dict = field(default_factory=dict)
     error: str | None = None
     skipped: str | None = None
@@ -164,6 +177,8 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
             result.evals = counter.count
         stats = idata.sample_stats
         result.accept = _stat_mean(stats, ("accepted", "acceptance_rate", "accept"))
+        if "n_evals" in stats:
+            result.stat_evals_per_draw = _stat_mean(stats, ("n_evals",))
         if sampler_spec.gradient:
             result.divergences = int(np.asarray(stats["diverging"].values).sum())
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())
