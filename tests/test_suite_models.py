@@ -10,14 +10,15 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from scipy import stats
 
 from benchmarks.suite import cli
 from benchmarks.suite.analytic import gauss50_moments
 from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
 from benchmarks.suite.metrics import accuracy, diagnostics, stack_posterior
-from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov
-from benchmarks.suite.reference import REFERENCE_DIR, load_reference
-from benchmarks.suite.runner import run_one
+from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov, set_glass_path
+from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
+from benchmarks.suite.runner import DEFAULT_SAMPLERS, run_one
 from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.models import CountingLogp
 
@@ -42,7 +43,7 @@ def test_model_builds_and_matches_its_reference(name):
     assert np.all(np.isfinite(ref.mean)) and np.all(ref.sd > 0)
     assert ref.meta["method"] == spec.reference
     if ref.sample is not None:
-        assert ref.sample.shape == (min(1000, ref.sample.shape[0]), spec.dim)
+        assert ref.sample.shape == (min(KEEP_DRAWS, ref.sample.shape[0]), spec.dim)
     if "max_rhat" in ref.meta:  # MCMC references must have converged themselves
         assert ref.meta["max_rhat"] <= 1.01 and ref.meta["min_ess_bulk"] >= 1000
 
@@ -54,8 +55,9 @@ def test_metadata_marks_flower_multimodal_and_the_expensive_models():
 
 
 def test_reference_files_are_small():
-    total = sum(p.stat().st_size for p in REFERENCE_DIR.glob("*.npz"))
-    assert 0 < total < 2e6
+    files = {p.stem: p.stat().st_size for p in REFERENCE_DIR.glob("*.npz")}
+    assert set(files) == set(MODELS)  # every model has its cached reference
+    assert sum(files.values()) < 400e3 and max(files.values()) < 60e3
 
 
 def _grid_moments(grid: np.ndarray, logp: np.ndarray, axis: int) -> tuple[float, float]:
@@ -177,6 +179,92 @@ def test_stack_posterior_orders_scalars_like_the_labels():
     assert out.shape == (2, 5, 4) and out[1, 4, 3] == post["b"][1, 4, 2]
 
 
+# ------------------------------------------------- metrics against an independent numpy code
+def _split(x: np.ndarray) -> np.ndarray:
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, half:2 * half]])
+
+
+def _znorm(x: np.ndarray) -> np.ndarray:
+    """Rank normalisation of Vehtari et al. (2021), eq. 14: ranks over all draws."""
+    ranks = stats.rankdata(x, method="average").reshape(x.shape)
+    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
+
+
+def _classic_rhat(x: np.ndarray) -> float:
+    n = x.shape[1]
+    within = x.var(axis=1, ddof=1).mean()
+    between = n * x.mean(axis=1).var(ddof=1)
+    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
+
+
+def _np_ess(x: np.ndarray) -> float:
+    """Multi-chain ESS (Stan): combined autocorrelations, Geyer's initial monotone sequence."""
+    m, n = x.shape
+    centred = x - x.mean(axis=1, keepdims=True)
+    acov = np.array([np.correlate(c, c, mode="full")[n - 1:] / n for c in centred])
+    within = acov[:, 0].mean() * n / (n - 1)
+    var_plus = within * (n - 1) / n + x.mean(axis=1).var(ddof=1)
+    rho = 1.0 - (within - acov.mean(axis=0)) / var_plus
+    rho[0] = 1.0
+    pairs = rho[: 2 * (n // 2)].reshape(-1, 2).sum(axis=1)
+    stop = np.argmax(pairs <= 0) if np.any(pairs <= 0) else pairs.size
+    pairs = np.minimum.accumulate(pairs[:stop])
+    return m * n / (-1.0 + 2.0 * pairs.sum())
+
+
+def _np_diagnostics(x: np.ndarray) -> tuple[float, float, float]:
+    """Rank-normalised split R-hat, bulk ESS and tail ESS (5 % and 95 %) of ``x (m, n)``."""
+    split = _split(x)
+    folded = np.abs(split - np.median(split))
+    rhat = max(_classic_rhat(_znorm(split)), _classic_rhat(_znorm(folded)))
+    tails = [_np_ess((split <= np.quantile(x, q)).astype(float)) for q in (0.05, 0.95)]
+    return rhat, _np_ess(_znorm(split)), min(tails)
+
+
+def _ar1_chains(rng, phi: float, offsets: np.ndarray, n: int = 2000) -> np.ndarray:
+    eps = rng.normal(size=(offsets.size, n))
+    x = np.empty_like(eps)
+    x[:, 0] = eps[:, 0] / np.sqrt(1 - phi**2)
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + eps[:, t]
+    return x + offsets[:, None]
+
+
+@pytest.mark.parametrize(("phi", "offsets"), [(0.0, [0.0, 0.0, 0.0, 0.0]),
+                                              (0.7, [0.0, 0.0, 0.0, 0.0]),
+                                              (0.9, [0.0, 0.3, -0.2, 1.0])])
+def test_diagnostics_agree_with_an_independent_numpy_computation(phi, offsets):
+    rng = np.random.default_rng(int(10 * phi) + 1)
+    draws = np.stack([_ar1_chains(rng, phi, np.asarray(offsets)),
+                      np.exp(_ar1_chains(rng, phi, np.asarray(offsets)))], axis=2)
+    diag = diagnostics(draws)
+    for j in range(draws.shape[2]):
+        rhat, bulk, tail = _np_diagnostics(draws[:, :, j])
+        assert diag.rhat[j] == pytest.approx(rhat, abs=1e-6)
+        # ArviZ, like Stan, adds one autocorrelation after Geyer's truncation; we do not
+        assert diag.ess_bulk[j] == pytest.approx(bulk, rel=0.01)
+        assert diag.ess_tail[j] == pytest.approx(tail, rel=0.01)
+    flat = draws.reshape(-1, 2)
+    np.testing.assert_allclose(diag.mean, flat.mean(axis=0))
+    np.testing.assert_allclose(diag.sd, flat.std(axis=0, ddof=1))
+    if phi == 0.0:  # independent draws: ESS near the number of draws
+        assert np.all(np.abs(diag.ess_bulk / draws[..., 0].size - 1) < 0.1)
+
+
+def test_accuracy_is_the_worst_standardised_error_and_sd_ratio():
+    rng = np.random.default_rng(5)
+    draws = rng.normal(size=(4, 500, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -1.0]
+    ref_mean, ref_sd = np.array([0.05, 1.0, -1.0]), np.array([1.0, 1.5, 0.5])
+    got = accuracy(diagnostics(draws), ref_mean, ref_sd, ["a", "b", "c"])
+    flat = draws.reshape(-1, 3)
+    z = np.abs(flat.mean(axis=0) - ref_mean) / ref_sd
+    ratio = flat.std(axis=0, ddof=1) / ref_sd
+    assert got.mean_err == pytest.approx(z.max()) and got.worst_mean == "abc"[z.argmax()]
+    assert got.sd_ratio == pytest.approx(ratio[1]) and got.worst_sd == "b"
+    assert not got.sd_ok and got.rhat_ok and got.ess_ok
+
+
 # ----------------------------------------------------------------------------- runner
 def test_failing_model_is_recorded_not_raised():
     def broken():
@@ -187,10 +275,26 @@ def test_failing_model_is_recorded_not_raised():
     assert not run.ok and "boom" in run.error
 
 
+def test_default_steps_are_ours_with_defaults_and_pymcs():
+    assert DEFAULT_SAMPLERS == ("kamh", "fkamh", "khmc", "rw", "metropolis", "demz", "slice",
+                                "nuts")
+
+
+def test_gp_glass_is_skipped_cleanly_without_its_data(tmp_path, capsys):
+    set_glass_path(tmp_path / "glass.data")  # does not exist
+    try:
+        assert not MODELS["gp-glass"].available()
+        assert cli.main(["--models", "gp-glass", "--steps", "rw", "--quick"]) == []
+        assert "### gp-glass: skipped (data not available)" in capsys.readouterr().out
+    finally:
+        set_glass_path(None)
+
+
 def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     samplers = ["rw", "kamh", "metropolis", "slice", "nuts"]
-    results = cli.main(["--models", "banana-moderate,poisson", "--samplers", ",".join(samplers),
-                        "--quick", "--out", str(tmp_path)])
+    json_path, md_path = tmp_path / "run.json", tmp_path / "run.md"
+    results = cli.main(["--models", "banana-moderate,poisson", "--steps", ",".join(samplers),
+                        "--quick", "--json", str(json_path), "--markdown", str(md_path)])
     out = capsys.readouterr().out
     assert "### poisson" in out and "### banana-moderate" in out and "## Summary" in out
     assert len(results) == 2 * len(samplers)
@@ -202,6 +306,6 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     assert runs["poisson", "rw"].evals_per_iteration == pytest.approx(1.0, abs=0.01)
     metropolis = runs["banana-moderate", "metropolis"].evals_per_iteration  # 2 per update
     assert metropolis >= 2 and metropolis == pytest.approx(round(metropolis / 2) * 2, abs=0.01)
-    data = json.loads(next(tmp_path.glob("suite-*.json")).read_text())
+    data = json.loads(json_path.read_text())
     assert data["meta"]["chains"] == cli.QUICK[2] and len(data["runs"]) == len(results)
-    assert (tmp_path / next(tmp_path.glob("suite-*.json")).with_suffix(".md").name).exists()
+    assert "### poisson" in md_path.read_text()
