@@ -1,0 +1,178 @@
+"""``python -m benchmarks.suite``: every sampler on every model, one table per model.
+
+Usage::
+
+    python -m benchmarks.suite [--models a,b] [--steps x,y] [--quick] [--tune N]
+                               [--draws N] [--chains N] [--seed S] [--timeout SECONDS]
+                               [--glass PATH] [--json FILE] [--markdown FILE]
+    python -m benchmarks.suite --list     # the models, with the cost of one evaluation
+
+Default budget: PyMC's defaults, ``tune=1000, draws=1000`` and 4 chains (run one after the
+other in this process, ``cores=1``, so evaluations can be counted), every step built with
+its defaults (``pm.sample(step=Step())``).  ``--quick``: 200 + 200 iterations and 2 chains
+(smoke test; the criteria are meaningless there).  References are read from
+``benchmarks/data/suite`` (made by ``python -m benchmarks.suite.reference``).  Prints the
+tables (markdown) to stdout and progress to stderr; ``--json`` and ``--markdown`` also
+write them to files (keep such outputs out of git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR
+
+from .models import DEFAULT_GLASS, MODELS, set_glass_path
+from .reference import REFERENCE_DIR, load_reference, versions
+from .report import model_header, model_table, summary_tables
+from .runner import DEFAULT_SAMPLERS, SAMPLERS, RunResult, run_one
+
+__all__ = ["DEFAULT", "QUICK", "main"]
+
+#: ``(tune, draws, chains)``.
+DEFAULT = (1000, 1000, 4)
+QUICK = (200, 200, 2)
+
+
+def _split(value: str | None, known: dict, what: str, parser) -> list[str]:
+    if value is None:
+        return list(known)
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"unknown {what} {unknown}; choose from {list(known)}")
+    return [k for k in known if k in names]
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "n/a"
+
+
+def parse_args(argv: list[str] | None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suite",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help=f"comma-separated, from {list(MODELS)}")
+    parser.add_argument("--steps", "--samplers", dest="steps",
+                        help=f"comma-separated, from {list(SAMPLERS)} (default: all but "
+                             "khmc-lite)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"tiny budget: tune, draws, chains = {QUICK} (smoke test)")
+    parser.add_argument("--tune", type=int, help=f"tuning iterations per chain ({DEFAULT[0]})")
+    parser.add_argument("--draws", type=int, help=f"draws per chain ({DEFAULT[1]})")
+    parser.add_argument("--chains", type=int, help=f"number of chains ({DEFAULT[2]})")
+    parser.add_argument("--seed", type=int, default=1234, help="random_seed of pm.sample")
+    parser.add_argument("--timeout", type=float, help="seconds per run (recorded as an error)")
+    parser.add_argument("--glass", type=Path,
+                        help=f"glass.data for gp-glass (default: ${GLASS_ENV_VAR}, else "
+                             f"{DEFAULT_GLASS}; skipped if absent)")
+    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--references", type=Path, default=REFERENCE_DIR)
+    parser.add_argument("--list", action="store_true",
+                        help="list the models with the measured cost of one evaluation")
+    args = parser.parse_args(argv)
+    args.models = _split(args.models, MODELS, "models", parser)
+    args.samplers = (list(DEFAULT_SAMPLERS) if args.steps is None
+                     else _split(args.steps, SAMPLERS, "steps", parser))
+    tune, draws, chains = QUICK if args.quick else DEFAULT
+    args.tune = tune if args.tune is None else args.tune
+    args.draws = draws if args.draws is None else args.draws
+    args.chains = chains if args.chains is None else args.chains
+    args.command = " ".join(["python -m benchmarks.suite",
+                             *(sys.argv[1:] if argv is None else argv)])
+    return args
+
+
+def eval_cost(spec, repeats: int = 200) -> float:
+    """Median µs of one compiled log-density evaluation at the initial point."""
+    model = spec.factory()
+    logp = model.compile_logp()
+    point = model.initial_point()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        logp(point)
+        times.append(time.perf_counter() - start)
+    return 1e6 * float(sorted(times)[len(times) // 2])
+
+
+def list_models(names: list[str]) -> None:
+    """Print the model table of docs/benchmarks/suite.md (markdown)."""
+    print("| model | d | cost | µs / evaluation | gradient | multimodal | hard by design "
+          "| reference |\n|---|---|---|---|---|---|---|---|")
+    for name in names:
+        spec = MODELS[name]
+        cost = f"{eval_cost(spec):.0f}" if spec.available() else "n/a (no data)"
+        print(f"| {name} | {spec.dim} | {'cheap' if spec.cheap else 'expensive'} | {cost} | "
+              f"{'yes' if spec.has_gradient else 'no'} | {'yes' if spec.multimodal else ''} | "
+              f"{spec.hard} | {spec.reference}: {spec.reference_note} |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> list[RunResult]:
+    """Run the suite; return the results (also printed and written to ``--out``)."""
+    args = parse_args(argv)
+    if args.glass is not None:
+        set_glass_path(args.glass)
+    if args.list:
+        list_models(args.models)
+        return []
+    started = datetime.datetime.now()
+    meta = {"command": args.command, "date": started.isoformat(timespec="seconds"),
+            "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
+            "seed": args.seed, "versions": versions(), "machine": platform.platform(),
+            "cpus": os.cpu_count(), "load_start": _load()}
+    print(f"# pymc-kameleon benchmark suite\n\n`{args.command}`: tune={args.tune}, "
+          f"draws={args.draws}, chains={args.chains} (cores=1), seed={args.seed}; "
+          f"{meta['date']}; {meta['versions']}\n", flush=True)
+    results: list[RunResult] = []
+    sections, models_meta, specs = [], {}, []
+    wall_start = time.perf_counter()
+    for name in args.models:
+        spec = MODELS[name]
+        if not spec.available():
+            print(f"### {name}: skipped (data not available)\n", flush=True)
+            continue
+        try:
+            ref = load_reference(name, args.references)
+        except FileNotFoundError:
+            print(f"### {name}: skipped (no reference; run python -m benchmarks.suite."
+                  f"reference --model {name})\n", flush=True)
+            continue
+        specs.append(spec)
+        mine = []
+        for sampler in args.samplers:
+            run = run_one(spec, sampler, ref, args.tune, args.draws, args.chains, args.seed,
+                          args.timeout)
+            mine.append(run)
+            status = run.error or run.skipped or f"{run.wall:.1f} s"
+            print(f"  [{name} / {sampler}: {status}]", file=sys.stderr, flush=True)
+        results += mine
+        section = model_header(spec, ref.meta) + "\n\n" + model_table(spec, mine)
+        sections.append(section)
+        models_meta[name] = {"dim": spec.dim, "cheap": spec.cheap, "multimodal": spec.multimodal,
+                             "has_gradient": spec.has_gradient, "hard": spec.hard,
+                             "pseudo_marginal": spec.pseudo_marginal, "reference": ref.meta}
+        print(section + "\n", flush=True)
+    summary = summary_tables(specs, results) if specs else ""
+    if summary:
+        print("## Summary\n\n" + summary + "\n")
+    meta.update(seconds=time.perf_counter() - wall_start, load_end=_load())
+    print(f"Total wall time {meta['seconds']:.0f} s; load average at start {meta['load_start']},"
+          f" at end {meta['load_end']}.")
+    if args.json is not None:
+        args.json.write_text(json.dumps(
+            {"meta": meta, "models": models_meta, "runs": [r.to_dict() for r in results]},
+            indent=1, default=float))
+    if args.markdown is not None:
+        args.markdown.write_text("\n\n".join(sections + ["## Summary", summary]) + "\n")
+    return results

@@ -1,0 +1,338 @@
+"""The suite's models: module-level factories building a fresh ``pm.Model`` and their metadata.
+
+Every factory takes no argument (data are fixed in :mod:`benchmarks.suite.data`) and is
+picklable.  :data:`MODELS` maps a model's name to its :class:`ModelSpec`.  Metrics are computed
+on the free variables of the model, in the constrained space PyMC reports in
+``idata.posterior`` (e.g. ``tau`` > 0, not ``log tau``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from pymc_kameleon.models import banana_model, flower_model, gp_classification_model
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
+
+from .data import (
+    EIGHT_SCHOOLS_SIGMA,
+    EIGHT_SCHOOLS_Y,
+    logistic_data,
+    logistic_raw_data,
+    poisson_data,
+    radon_data,
+    scales_data,
+)
+from .ode import lotka_volterra_model
+
+__all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
+           "set_glass_path"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------ factories
+def eight_schools_centred() -> pm.Model:
+    """8 schools (Rubin, 1981), centred: ``theta_j ~ N(mu, tau)``, ``tau ~ HalfCauchy(5)``."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=8)
+        pm.Normal("y", theta, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
+    return model
+
+
+def eight_schools_noncentred() -> pm.Model:
+    """8 schools, non-centred: ``theta = mu + tau * theta_std`` (a deterministic)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta_std = pm.Normal("theta_std", 0.0, 1.0, shape=8)
+        theta = pm.Deterministic("theta", mu + tau * theta_std)
+        pm.Normal("y", theta, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
+    return model
+
+
+def _radon(centred: bool) -> pm.Model:
+    data = radon_data()
+    with pm.Model() as model:
+        mu_a = pm.Normal("mu_a", 0.0, 5.0)
+        sigma_a = pm.HalfNormal("sigma_a", 1.0)
+        if centred:
+            a = pm.Normal("a", mu_a, sigma_a, shape=data.n_counties)
+        else:
+            a_std = pm.Normal("a_std", 0.0, 1.0, shape=data.n_counties)
+            a = pm.Deterministic("a", mu_a + sigma_a * a_std)
+        b = pm.Normal("b", 0.0, 5.0)
+        sigma_y = pm.HalfNormal("sigma_y", 2.0)
+        pm.Normal("y", a[data.county] + b * data.floor, sigma_y, observed=data.y)
+    return model
+
+
+def radon_centred() -> pm.Model:
+    """Radon-style varying intercepts (centred, as usually written), 20 counties, d = 24."""
+    return _radon(centred=True)
+
+
+def radon_noncentred() -> pm.Model:
+    """The same posterior, non-centred: ``a = mu_a + sigma_a * a_std`` (a deterministic).
+
+    A suite model of its own (free variables ``a_std``) and the parametrisation on which the
+    NUTS reference of the centred model is made.
+    """
+    return _radon(centred=False)
+
+
+def logistic_model() -> pm.Model:
+    """Logistic regression, 8 standardised predictors + intercept, ``N(0, 2.5)`` priors."""
+    X, y = logistic_data()
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 2.5)
+        beta = pm.Normal("beta", 0.0, 2.5, shape=X.shape[1])
+        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
+    return model
+
+
+def logistic_raw_model() -> pm.Model:
+    """Logistic regression on *unstandardised, collinear* predictors, ``N(0, 10)`` priors."""
+    X, y = logistic_raw_data()
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 10.0)
+        beta = pm.Normal("beta", 0.0, 10.0, shape=X.shape[1])
+        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
+    return model
+
+
+def logistic_raw_whitened() -> pm.Model:
+    """The posterior of :func:`logistic_raw_model` in whitened coordinates (for NUTS).
+
+    ``(alpha, beta) = T z`` with ``T T^T`` the inverse of a Gauss-Newton approximation of
+    the posterior precision, ``D^T D / 4 + I / 100`` (``D = [1, X]``); ``z`` is flat and the
+    ``N(0, 10)`` prior is a potential (the Jacobian of a linear map is constant), so this is
+    exactly the same posterior, with nearly uncorrelated unit-scale coordinates.
+    """
+    X, y = logistic_raw_data()
+    design = np.column_stack([np.ones(len(X)), X])
+    precision = design.T @ design / 4.0 + np.eye(design.shape[1]) / 100.0
+    T = np.linalg.cholesky(np.linalg.inv(precision))
+    with pm.Model() as model:
+        z = pm.Flat("z", shape=design.shape[1])
+        coef = pt.dot(T, z)
+        alpha = pm.Deterministic("alpha", coef[0])
+        beta = pm.Deterministic("beta", coef[1:])
+        pm.Potential("prior", pm.logp(pm.Normal.dist(0.0, 10.0), coef).sum())
+        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
+    return model
+
+
+def poisson_model() -> pm.Model:
+    """Poisson regression with a log-exposure offset, 4 predictors + intercept."""
+    X, exposure, y = poisson_data()
+    with pm.Model() as model:
+        alpha = pm.Normal("alpha", 0.0, 2.0)
+        beta = pm.Normal("beta", 0.0, 1.0, shape=X.shape[1])
+        pm.Poisson("y", pt.exp(np.log(exposure) + alpha + pt.dot(X, beta)), observed=y)
+    return model
+
+
+#: Prior precision factor of ``mu`` in :func:`scales_model` (``mu ~ N(1000, sigma2 / K0)``).
+SCALES_K0 = 0.01
+
+
+def scales_model() -> pm.Model:
+    """Five independent conjugate blocks whose posteriors live on scales 1e-4 .. 1e3.
+
+    ``lam`` (exponential failure rate ~2e-3, Gamma prior), ``p`` (binomial probability,
+    Beta prior), ``mu``, ``sigma2`` (normal mean ~1200 and variance ~1600 with the
+    normal-inverse-gamma prior) and ``c`` (regression slope ~1e-3 on a regressor ~1e3).
+    The posterior is known in closed form (:mod:`benchmarks.suite.analytic`).
+    """
+    d = scales_data()
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", alpha=2.0, beta=500.0)
+        pm.Exponential("failure_times", lam, observed=d.failure_times)
+        p = pm.Beta("p", 2.0, 2.0)
+        pm.Binomial("successes", n=d.trials, p=p, observed=d.successes)
+        sigma2 = pm.InverseGamma("sigma2", alpha=3.0, beta=2000.0)
+        mu = pm.Normal("mu", 1000.0, pt.sqrt(sigma2 / SCALES_K0))
+        pm.Normal("measurements", mu, pt.sqrt(sigma2), observed=d.measurements)
+        c = pm.Normal("c", 0.0, 0.01)
+        pm.Normal("response", c * d.dose, 1.0, observed=d.response)
+    return model
+
+
+def gauss50_cov() -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance of the 50-d Gaussian: AR(1) correlation 0.9, sds 0.5 .. 2."""
+    d = 50
+    lag = np.abs(np.subtract.outer(np.arange(d), np.arange(d)))
+    sds = np.geomspace(0.5, 2.0, d)
+    cov = 0.9**lag * np.outer(sds, sds)
+    mean = np.random.default_rng(50).normal(0.0, 1.0, size=d)
+    return mean, cov
+
+
+def gauss50_model() -> pm.Model:
+    """50-d correlated Gaussian (condition number ~ 1e3); analytic reference."""
+    mean, cov = gauss50_cov()
+    with pm.Model() as model:
+        pm.MvNormal("x", mu=mean, cov=cov, shape=mean.size)
+    return model
+
+
+#: Scale of the log-variance in Neal's funnel.
+FUNNEL_SCALE = 3.0
+
+
+def funnel_model() -> pm.Model:
+    """Neal's (2003) funnel, centred: ``v ~ N(0, 3)``, ``x_i | v ~ N(0, exp(v / 2))``, d = 10."""
+    with pm.Model() as model:
+        v = pm.Normal("v", 0.0, FUNNEL_SCALE)
+        pm.Normal("x", 0.0, pt.exp(v / 2.0), shape=9)
+    return model
+
+
+#: Path given with :func:`set_glass_path` (``--glass`` of the command line), if any.
+_GLASS_PATH: Path | None = None
+#: Where ``glass.data`` is looked for when neither a path nor the variable is given.
+DEFAULT_GLASS = ROOT.parent / "shared" / "data" / "glass.data"
+
+
+def set_glass_path(path: str | os.PathLike | None) -> None:
+    """Use ``path`` as ``glass.data`` for GP-Glass (``None``: back to the default lookup)."""
+    global _GLASS_PATH
+    _GLASS_PATH = None if path is None else Path(path)
+
+
+def glass_path() -> Path | None:
+    """Path of ``glass.data``, or ``None`` if the file is absent (GP-Glass is then skipped).
+
+    Looked up in this order: the path of :func:`set_glass_path`, ``$PYMC_KAMELEON_GLASS``,
+    :data:`DEFAULT_GLASS` (``../shared/data/glass.data`` next to the repository).
+    """
+    env = os.environ.get(GLASS_ENV_VAR)
+    path = _GLASS_PATH or (Path(env) if env else DEFAULT_GLASS)
+    return path if path.is_file() else None
+
+
+def gp_glass_model() -> pm.Model:
+    """Pseudo-marginal GP classification on UCI Glass (100 importance samples), d = 9."""
+    path = glass_path()
+    if path is None:
+        raise FileNotFoundError(f"glass.data not found (pass --glass PATH or set {GLASS_ENV_VAR})")
+    X, y = load_glass(path)
+    return gp_classification_model(X, y, n_importance=100, seed=0)
+
+
+# ------------------------------------------------------------------------------ metadata
+@dataclass(frozen=True)
+class ModelSpec:
+    """A suite model and what is known about it.
+
+    ``reference`` says how the cached reference is made: ``"analytic"``, ``"exact"``
+    (i.i.d. draws of an exact sampler), ``"nuts"`` (long NUTS on ``reference_factory``,
+    which defaults to ``factory`` and may be another parametrisation of the same
+    posterior with the model's free variables as deterministics), ``"chain"`` (a long exact
+    gradient-free chain) or ``"file"`` (derived from an existing cached sample).
+    ``cheap``: one log-density evaluation costs little next to a sampler's bookkeeping
+    (tens of µs); ``hard`` explains why a model is hard by design (empty if not).
+    """
+
+    name: str
+    title: str
+    factory: Callable[[], pm.Model]
+    dim: int
+    cheap: bool
+    has_gradient: bool
+    reference: str
+    reference_note: str
+    multimodal: bool = False
+    pseudo_marginal: bool = False
+    hard: str = ""
+    reference_factory: Callable[[], pm.Model] | None = None
+    reference_target_accept: float = 0.9
+    available: Callable[[], bool] = lambda: True
+
+    @property
+    def criteria_apply(self) -> bool:
+        """Whether the issue's acceptance criteria apply (not multimodal by design)."""
+        return not self.multimodal
+
+
+def free_var_labels(model: pm.Model) -> tuple[list[str], list[str]]:
+    """Names of the free variables (model order) and one label per scalar (``x[3]``).
+
+    Scalars are numbered in C order of each variable's constrained shape, as in
+    ``idata.posterior[name].values.reshape(chains, draws, -1)``.
+    """
+    shapes = model.eval_rv_shapes()
+    names, labels = [], []
+    for rv in model.free_RVs:
+        shape = tuple(int(n) for n in shapes[rv.name])
+        names.append(rv.name)
+        if not shape:
+            labels.append(rv.name)
+        else:
+            labels += [f"{rv.name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+    return names, labels
+
+
+def _spec(*args, **kwargs) -> ModelSpec:
+    return ModelSpec(*args, **kwargs)
+
+
+MODELS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in (
+        _spec("eight-schools-nc", "8 schools, non-centred", eight_schools_noncentred, 10,
+              True, True, "nuts", "NUTS 4 x 5000 (target_accept 0.95)",
+              reference_target_accept=0.95),
+        _spec("eight-schools-c", "8 schools, centred (funnel geometry)", eight_schools_centred,
+              10, True, True, "nuts", "NUTS on the non-centred model (theta deterministic)",
+              hard="funnel between tau and theta near tau = 0 (NUTS diverges here)",
+              reference_factory=eight_schools_noncentred, reference_target_accept=0.95),
+        _spec("radon", "radon-style varying intercepts, 20 counties, centred", radon_centred,
+              24, True, True, "nuts", "NUTS on the non-centred model (a deterministic)",
+              reference_factory=radon_noncentred, reference_target_accept=0.95),
+        _spec("radon-nc", "radon-style varying intercepts, 20 counties, non-centred",
+              radon_noncentred, 24, True, True, "nuts", "NUTS 4 x 5000 (target_accept 0.95)",
+              reference_target_accept=0.95),
+        _spec("logistic", "logistic regression, 8 standardised predictors", logistic_model,
+              9, True, True, "nuts", "NUTS 4 x 5000"),
+        _spec("logistic-raw", "logistic regression, raw collinear predictors",
+              logistic_raw_model, 5, True, True, "nuts",
+              "NUTS on whitened coordinates of the same posterior",
+              hard="coefficient sds from 0.01 to 20, correlations up to ~0.95",
+              reference_factory=logistic_raw_whitened),
+        _spec("poisson", "Poisson regression with offset, 4 predictors", poisson_model, 5,
+              True, True, "nuts", "NUTS 4 x 5000"),
+        _spec("lotka-volterra", "Lotka-Volterra, black-box odeint Op (no gradient)",
+              lotka_volterra_model, 5, False, False, "chain",
+              "pm.DEMetropolisZ 4 x 40000 after 5000 tuning, thinned"),
+        _spec("scales", "bounded parameters on scales 1e-3 .. 1e3 (conjugate)", scales_model,
+              5, True, True, "analytic", "closed form (conjugate blocks)"),
+        _spec("gauss-50", "50-d correlated Gaussian (AR(1) 0.9, sds 0.5..2)", gauss50_model,
+              50, True, True, "analytic", "closed form"),
+        _spec("funnel", "Neal's funnel, centred, d = 10", funnel_model, 10, True, True,
+              "analytic", "closed form: sd(v) = 3, sd(x_i) = exp(9/4)",
+              hard="scales of x vary by e^{+-4.5} with v; sd(x) is dominated by rare v > 6"),
+        _spec("banana-moderate", "8-d banana B(0.03, 100)",
+              partial(banana_model, 8, 0.03, 100.0), 8, True, True, "analytic",
+              "closed form: sd = (10, sqrt(1 + 2 b^2 v^2), 1, ...)"),
+        _spec("banana-strong", "8-d banana B(0.1, 100)", partial(banana_model, 8, 0.1, 100.0),
+              8, True, True, "analytic", "closed form: sd = (10, sqrt(1 + 2 b^2 v^2), 1, ...)",
+              hard="strongly twisted: thin curved ridge with heavy tails in x[1]"),
+        _spec("flower", "8-d flower F(10, 6, 6, 1)", partial(flower_model, 8), 8, True, True,
+              "exact", "200k i.i.d. draws of flower_sample", multimodal=True),
+        _spec("gp-glass", "GP classification on UCI Glass (pseudo-marginal)", gp_glass_model,
+              9, False, False, "file",
+              "benchmarks/data/gp_glass_reference.npz (4 exact pseudo-marginal RW chains)",
+              pseudo_marginal=True, available=lambda: glass_path() is not None),
+    )
+}

@@ -1,0 +1,311 @@
+"""Fast tests of the real-model benchmark suite (``benchmarks/suite``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from scipy import stats
+
+from benchmarks.suite import cli
+from benchmarks.suite.analytic import gauss50_moments
+from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
+from benchmarks.suite.metrics import accuracy, diagnostics, stack_posterior
+from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov, set_glass_path
+from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
+from benchmarks.suite.runner import DEFAULT_SAMPLERS, run_one
+from pymc_kameleon import RandomWalkStep
+from pymc_kameleon.models import CountingLogp
+
+MODEL_PARAMS = [
+    pytest.param(name, marks=pytest.mark.skipif(not spec.available(), reason="data absent"))
+    for name, spec in MODELS.items()
+]
+SAMPLE_KW = dict(progressbar=False, compute_convergence_checks=False, random_seed=3)
+
+
+# ----------------------------------------------------------------------------- models
+@pytest.mark.parametrize("name", MODEL_PARAMS)
+def test_model_builds_and_matches_its_reference(name):
+    spec = MODELS[name]
+    model = spec.factory()
+    _, labels = free_var_labels(model)
+    assert len(labels) == spec.dim
+    assert np.isfinite(model.compile_logp()(model.initial_point()))
+    ref = load_reference(name)
+    assert ref.labels == labels
+    assert ref.mean.shape == ref.sd.shape == (spec.dim,)
+    assert np.all(np.isfinite(ref.mean)) and np.all(ref.sd > 0)
+    assert ref.meta["method"] == spec.reference
+    if ref.sample is not None:
+        assert ref.sample.shape == (min(KEEP_DRAWS, ref.sample.shape[0]), spec.dim)
+    if "max_rhat" in ref.meta:  # MCMC references must have converged themselves
+        assert ref.meta["max_rhat"] <= 1.01 and ref.meta["min_ess_bulk"] >= 1000
+
+
+def test_metadata_marks_flower_multimodal_and_the_expensive_models():
+    assert [n for n, s in MODELS.items() if s.multimodal] == ["flower"]
+    assert {n for n, s in MODELS.items() if not s.cheap} == {"lotka-volterra", "gp-glass"}
+    assert not MODELS["lotka-volterra"].has_gradient
+
+
+def test_reference_files_are_small():
+    files = {p.stem: p.stat().st_size for p in REFERENCE_DIR.glob("*.npz")}
+    assert set(files) == set(MODELS)  # every model has its cached reference
+    assert sum(files.values()) < 400e3 and max(files.values()) < 60e3
+
+
+def _grid_moments(grid: np.ndarray, logp: np.ndarray, axis: int) -> tuple[float, float]:
+    w = np.exp(logp - logp.max())
+    marg = w.sum(axis=1 - axis) if w.ndim == 2 else w
+    marg = marg / marg.sum()
+    mean = float(np.sum(grid * marg))
+    return mean, float(np.sqrt(np.sum((grid - mean) ** 2 * marg)))
+
+
+def test_scales_closed_form_matches_quadrature_of_the_model():
+    """The conjugate formulas agree with grid integration of the PyMC model's own density."""
+    ref = load_reference("scales")
+    mean, sd = dict(zip(ref.labels, ref.mean, strict=True)), dict(zip(ref.labels, ref.sd,
+                                                                      strict=True))
+    model = MODELS["scales"].factory()
+    logp = model.compile_logp(jacobian=False)  # density of the constrained values
+
+    def at(**kw):
+        v = {**mean, **kw}
+        return logp({"lam_log__": np.log(v["lam"]), "p_logodds__": np.log(v["p"] / (1 - v["p"])),
+                     "sigma2_log__": np.log(v["sigma2"]), "mu": v["mu"], "c": v["c"]})
+
+    for name in ("lam", "p", "c"):  # independent blocks: conditional = marginal
+        grid = np.linspace(max(mean[name] - 8 * sd[name], 1e-9), mean[name] + 8 * sd[name], 801)
+        got = _grid_moments(grid, np.array([at(**{name: g}) for g in grid]), 0)
+        assert got == pytest.approx((mean[name], sd[name]), rel=2e-3)
+    s2 = np.linspace(mean["sigma2"] / 6, mean["sigma2"] * 5, 160)
+    mu = np.linspace(mean["mu"] - 8 * sd["mu"], mean["mu"] + 8 * sd["mu"], 160)
+    table = np.array([[at(sigma2=a, mu=b) for b in mu] for a in s2])
+    assert _grid_moments(s2, table, 0) == pytest.approx((mean["sigma2"], sd["sigma2"]), rel=2e-2)
+    assert _grid_moments(mu, table, 1) == pytest.approx((mean["mu"], sd["mu"]), rel=2e-2)
+
+
+# ----------------------------------------------------------------------------- counting
+def _two_var_model():
+    """Two free variables with a direct count (CountingLogp) next to the suite's counter."""
+    direct = CountingLogp(lambda x: -0.5 * float(x @ x))
+    with pm.Model() as model:
+        a = pm.Flat("a", shape=2)
+        b = pm.Flat("b")
+        pm.Potential("lp", direct(pt.concatenate([a, b[None]])))
+    return model, direct, add_counter(model)
+
+
+def test_counter_counts_one_per_compiled_logp_call_and_survives_rewrites():
+    model = MODELS["eight-schools-c"].factory()
+    counter = add_counter(model)
+    assert find_counter(model) is counter
+    logp = model.compile_logp()
+    nodes = logp.f.maker.fgraph.apply_nodes
+    assert any(isinstance(node.op, EvalCounter) for node in nodes)  # not folded away
+    counter.reset()
+    value = logp(model.initial_point())
+    assert counter.count == 1
+    assert value == pytest.approx(MODELS["eight-schools-c"].factory().compile_logp()(
+        model.initial_point()))
+    x = pt.dvector("x")
+    f = pytensor.function([x], pytensor.grad(EvalCounter()(x) + (x**2).sum(), x))
+    assert f(np.array([3.0, 1.0])) == pytest.approx([6.0, 2.0])  # zero gradient
+
+
+@pytest.mark.parametrize("make_step", [pm.Metropolis, pm.Slice, pm.DEMetropolisZ,
+                                       RandomWalkStep])
+def test_counter_matches_a_direct_count(make_step):
+    model, direct, counter = _two_var_model()
+    with model:
+        step = make_step()
+        direct.count, counter.count = 0, 0
+        pm.sample(draws=30, tune=30, chains=2, cores=1, step=step, **SAMPLE_KW)
+    assert counter.count == direct.count > 0
+
+
+def test_nuts_counts_gradient_evaluations():
+    """NUTS: one count per logp-and-gradient evaluation: the leapfrog steps (``n_steps``),
+    plus one at the start of every iteration and a few during initialisation."""
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    counter = add_counter(model)
+    with model:
+        idata = pm.sample(draws=40, tune=40, chains=2, cores=1, discard_tuned_samples=False,
+                          **SAMPLE_KW)
+    n_steps = int(idata.sample_stats["n_steps"].sum() + idata.warmup_sample_stats[
+        "n_steps"].sum())
+    assert n_steps + 160 <= counter.count <= n_steps + 160 + 10
+
+
+# ----------------------------------------------------------------------------- metrics
+def _gauss_draws(rng, shift=0.0, scale=1.0, chains=4, draws=1000):
+    mean, cov = gauss50_cov()
+    x = rng.multivariate_normal(mean, cov, size=(chains, draws))
+    return mean + scale * (x - mean) + shift * np.sqrt(np.diag(cov))
+
+
+def test_iid_reference_draws_pass_and_distorted_ones_fail():
+    rng = np.random.default_rng(0)
+    mean, sd = gauss50_moments()
+    labels = [f"x[{i}]" for i in range(50)]
+    good = accuracy(diagnostics(_gauss_draws(rng)), mean, sd, labels)
+    assert good.all_ok and good.min_ess_bulk > 2000
+    shifted = accuracy(diagnostics(_gauss_draws(rng, shift=0.3)), mean, sd, labels)
+    assert shifted.rhat_ok and shifted.sd_ok and not shifted.mean_ok
+    assert shifted.mean_err == pytest.approx(0.3, abs=0.1)
+    wide = accuracy(diagnostics(_gauss_draws(rng, scale=1.3)), mean, sd, labels)
+    assert wide.mean_ok and not wide.sd_ok and wide.sd_ratio == pytest.approx(1.3, abs=0.1)
+    apart = _gauss_draws(rng)
+    apart[0] += 0.5 * sd  # one chain elsewhere
+    assert not accuracy(diagnostics(apart), mean, sd, labels).rhat_ok
+    stuck = np.repeat(apart[:, :1], 1000, axis=1)  # every chain stuck at its start
+    assert accuracy(diagnostics(stuck), mean, sd, labels).max_rhat > 10
+    frozen = np.broadcast_to(mean, (4, 1000, 50))  # never moved, at the right mean
+    bad = accuracy(diagnostics(frozen), mean, sd, labels)
+    assert bad.min_ess_bulk == 0 and np.isnan(bad.max_rhat) and not bad.all_ok
+
+
+def test_stack_posterior_orders_scalars_like_the_labels():
+    post = {"a": np.zeros((2, 5)), "b": np.arange(2 * 5 * 3).reshape(2, 5, 3)}
+    out = stack_posterior(post, ["a", "b"])
+    assert out.shape == (2, 5, 4) and out[1, 4, 3] == post["b"][1, 4, 2]
+
+
+# ------------------------------------------------- metrics against an independent numpy code
+def _split(x: np.ndarray) -> np.ndarray:
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, half:2 * half]])
+
+
+def _znorm(x: np.ndarray) -> np.ndarray:
+    """Rank normalisation of Vehtari et al. (2021), eq. 14: ranks over all draws."""
+    ranks = stats.rankdata(x, method="average").reshape(x.shape)
+    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
+
+
+def _classic_rhat(x: np.ndarray) -> float:
+    n = x.shape[1]
+    within = x.var(axis=1, ddof=1).mean()
+    between = n * x.mean(axis=1).var(ddof=1)
+    return float(np.sqrt(((n - 1) / n * within + between / n) / within))
+
+
+def _np_ess(x: np.ndarray) -> float:
+    """Multi-chain ESS (Stan): combined autocorrelations, Geyer's initial monotone sequence."""
+    m, n = x.shape
+    centred = x - x.mean(axis=1, keepdims=True)
+    acov = np.array([np.correlate(c, c, mode="full")[n - 1:] / n for c in centred])
+    within = acov[:, 0].mean() * n / (n - 1)
+    var_plus = within * (n - 1) / n + x.mean(axis=1).var(ddof=1)
+    rho = 1.0 - (within - acov.mean(axis=0)) / var_plus
+    rho[0] = 1.0
+    pairs = rho[: 2 * (n // 2)].reshape(-1, 2).sum(axis=1)
+    stop = np.argmax(pairs <= 0) if np.any(pairs <= 0) else pairs.size
+    pairs = np.minimum.accumulate(pairs[:stop])
+    return m * n / (-1.0 + 2.0 * pairs.sum())
+
+
+def _np_diagnostics(x: np.ndarray) -> tuple[float, float, float]:
+    """Rank-normalised split R-hat, bulk ESS and tail ESS (5 % and 95 %) of ``x (m, n)``."""
+    split = _split(x)
+    folded = np.abs(split - np.median(split))
+    rhat = max(_classic_rhat(_znorm(split)), _classic_rhat(_znorm(folded)))
+    tails = [_np_ess((split <= np.quantile(x, q)).astype(float)) for q in (0.05, 0.95)]
+    return rhat, _np_ess(_znorm(split)), min(tails)
+
+
+def _ar1_chains(rng, phi: float, offsets: np.ndarray, n: int = 2000) -> np.ndarray:
+    eps = rng.normal(size=(offsets.size, n))
+    x = np.empty_like(eps)
+    x[:, 0] = eps[:, 0] / np.sqrt(1 - phi**2)
+    for t in range(1, n):
+        x[:, t] = phi * x[:, t - 1] + eps[:, t]
+    return x + offsets[:, None]
+
+
+@pytest.mark.parametrize(("phi", "offsets"), [(0.0, [0.0, 0.0, 0.0, 0.0]),
+                                              (0.7, [0.0, 0.0, 0.0, 0.0]),
+                                              (0.9, [0.0, 0.3, -0.2, 1.0])])
+def test_diagnostics_agree_with_an_independent_numpy_computation(phi, offsets):
+    rng = np.random.default_rng(int(10 * phi) + 1)
+    draws = np.stack([_ar1_chains(rng, phi, np.asarray(offsets)),
+                      np.exp(_ar1_chains(rng, phi, np.asarray(offsets)))], axis=2)
+    diag = diagnostics(draws)
+    for j in range(draws.shape[2]):
+        rhat, bulk, tail = _np_diagnostics(draws[:, :, j])
+        assert diag.rhat[j] == pytest.approx(rhat, abs=1e-6)
+        # ArviZ, like Stan, adds one autocorrelation after Geyer's truncation; we do not
+        assert diag.ess_bulk[j] == pytest.approx(bulk, rel=0.01)
+        assert diag.ess_tail[j] == pytest.approx(tail, rel=0.01)
+    flat = draws.reshape(-1, 2)
+    np.testing.assert_allclose(diag.mean, flat.mean(axis=0))
+    np.testing.assert_allclose(diag.sd, flat.std(axis=0, ddof=1))
+    if phi == 0.0:  # independent draws: ESS near the number of draws
+        assert np.all(np.abs(diag.ess_bulk / draws[..., 0].size - 1) < 0.1)
+
+
+def test_accuracy_is_the_worst_standardised_error_and_sd_ratio():
+    rng = np.random.default_rng(5)
+    draws = rng.normal(size=(4, 500, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -1.0]
+    ref_mean, ref_sd = np.array([0.05, 1.0, -1.0]), np.array([1.0, 1.5, 0.5])
+    got = accuracy(diagnostics(draws), ref_mean, ref_sd, ["a", "b", "c"])
+    flat = draws.reshape(-1, 3)
+    z = np.abs(flat.mean(axis=0) - ref_mean) / ref_sd
+    ratio = flat.std(axis=0, ddof=1) / ref_sd
+    assert got.mean_err == pytest.approx(z.max()) and got.worst_mean == "abc"[z.argmax()]
+    assert got.sd_ratio == pytest.approx(ratio[1]) and got.worst_sd == "b"
+    assert not got.sd_ok and got.rhat_ok and got.ess_ok
+
+
+# ----------------------------------------------------------------------------- runner
+def test_failing_model_is_recorded_not_raised():
+    def broken():
+        raise RuntimeError("boom")
+
+    spec = dataclasses.replace(MODELS["funnel"], factory=broken)
+    run = run_one(spec, "rw", load_reference("funnel"), 10, 10, 1, 0)
+    assert not run.ok and "boom" in run.error
+
+
+def test_default_steps_are_ours_with_defaults_and_pymcs():
+    assert DEFAULT_SAMPLERS == ("kamh", "fkamh", "khmc", "rw", "metropolis", "demz", "slice",
+                                "nuts")
+
+
+def test_gp_glass_is_skipped_cleanly_without_its_data(tmp_path, capsys):
+    set_glass_path(tmp_path / "glass.data")  # does not exist
+    try:
+        assert not MODELS["gp-glass"].available()
+        assert cli.main(["--models", "gp-glass", "--steps", "rw", "--quick"]) == []
+        assert "### gp-glass: skipped (data not available)" in capsys.readouterr().out
+    finally:
+        set_glass_path(None)
+
+
+def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
+    samplers = ["rw", "kamh", "metropolis", "slice", "nuts"]
+    json_path, md_path = tmp_path / "run.json", tmp_path / "run.md"
+    results = cli.main(["--models", "banana-moderate,poisson", "--steps", ",".join(samplers),
+                        "--quick", "--json", str(json_path), "--markdown", str(md_path)])
+    out = capsys.readouterr().out
+    assert "### poisson" in out and "### banana-moderate" in out and "## Summary" in out
+    assert len(results) == 2 * len(samplers)
+    errors = [(r.model, r.sampler, r.error) for r in results if not r.ok]
+    assert not errors
+    for r in results:
+        assert r.evals > 0 and r.wall > 0 and r.accuracy["min_ess_bulk"] > 0
+    runs = {(r.model, r.sampler): r for r in results}
+    assert runs["poisson", "rw"].evals_per_iteration == pytest.approx(1.0, abs=0.01)
+    metropolis = runs["banana-moderate", "metropolis"].evals_per_iteration  # 2 per update
+    assert metropolis >= 2 and metropolis == pytest.approx(round(metropolis / 2) * 2, abs=0.01)
+    data = json.loads(json_path.read_text())
+    assert data["meta"]["chains"] == cli.QUICK[2] and len(data["runs"]) == len(results)
+    assert "### poisson" in md_path.read_text()
