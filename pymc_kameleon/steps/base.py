@@ -30,6 +30,7 @@ adaptation happens only while tuning, and only between iterations.
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,7 @@ from ..adaptation.warmup import (
     regularised_covariance,
     window_ends,
 )
-from ..pseudo_marginal import reseed_estimators
+from ..pseudo_marginal import PseudoMarginalWarning, reseed_estimators
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, point_key
 
@@ -201,6 +202,7 @@ class BaseKernelStep(ArrayStepShared):
         self.laplace = laplace
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self._float32_slices: list[slice] | None = None
+        self._warned_refresh = False
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
@@ -430,6 +432,17 @@ class BaseKernelStep(ArrayStepShared):
             w.logp, w.key = stored, key
             return 0
         w.logp, w.key = self._logp(x), key  # -inf is the state's value: never raise here
+        if w.noisy and not self._warned_refresh:
+            self._warned_refresh = True
+            warnings.warn(
+                f"{type(self).__name__}{self.var_names}: another step method changed variables "
+                "outside this block without sharing the stored likelihood estimate, so it was "
+                "re-estimated (Monte Carlo within Metropolis): the chain does not target the "
+                "exact posterior. Sample every continuous variable with steps of this package "
+                "(they share the stored estimate).",
+                PseudoMarginalWarning,
+                stacklevel=2,
+            )
         return 1
 
     def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None) -> int:
