@@ -21,8 +21,9 @@ def test_synthetic_quick_mode_writes_table_and_plots(tmp_path):
         assert r["draws"] == 60 and r["wall"] > 0 and r["evals"] > 0
         assert r["ess"] > 0 and 0 <= r["coverage"] <= 1
     by_key = {r["sampler"]: r for r in results}
-    # honest counts: one evaluation per iteration for ours, 2 per coordinate for Metropolis
-    assert by_key["fkamh"]["evals_per_iteration"] == pytest.approx(1.0, abs=0.05)
+    # honest counts: ours d = 2 per draw (plus the start and the Laplace start, about 40
+    # evaluations over 120 draws), 2 per coordinate for Metropolis
+    assert 2.0 < by_key["fkamh"]["evals_per_iteration"] < 2.6
     assert by_key["metropolis"]["evals_per_iteration"] == pytest.approx(4.0, abs=0.05)
     assert by_key["demz"]["evals_per_iteration"] == pytest.approx(2.0, abs=0.05)
 

@@ -55,3 +55,14 @@ def test_overflowing_proposal_is_a_rejection(cls, key):
         idata = pm.sample(draws=50, tune=200, chains=1, step=step, random_seed=3,
                           progressbar=False, compute_convergence_checks=False)
     assert np.all(np.isfinite(idata.posterior["x"].values))
+
+
+def test_float32_model_evaluates_once_per_iteration():
+    import pytensor
+
+    with pytensor.config.change_flags(floatX="float32"):
+        with pm.Model():
+            pm.Normal("x", 0.0, 1.0, shape=2)
+            idata = pm.sample(draws=100, tune=100, chains=1, step=RandomWalkStep(),
+                              random_seed=2, progressbar=False, compute_convergence_checks=False)
+    assert np.all(idata.sample_stats["n_evals"].values == 2)

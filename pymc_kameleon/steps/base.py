@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.exceptions import SamplingError
 from pymc.pytensorf import compile as compile_pytensor
@@ -203,6 +204,7 @@ class BaseKernelStep(ArrayStepShared):
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self._float32_slices: list[slice] | None = None
         self._warned_refresh = False
+        self._input_dtype = np.dtype(pytensor.config.floatX)
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
@@ -401,7 +403,7 @@ class BaseKernelStep(ArrayStepShared):
 
     def _logp(self, x: np.ndarray) -> float:
         with np.errstate(all="ignore"):
-            value = float(self._logp_fn(x))
+            value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
         return value if np.isfinite(value) else -np.inf
 
     def _round(self, x: np.ndarray) -> np.ndarray:
@@ -419,6 +421,7 @@ class BaseKernelStep(ArrayStepShared):
         if self._float32_slices is None:
             self._float32_slices = _float32_slices(q0)
         self._q0_info = q0.point_map_info
+        self._input_dtype = q0.data.dtype
         key = point_key(point)
         if w.x is not None and key == w.key:
             return 0
@@ -599,10 +602,10 @@ class BaseKernelStep(ArrayStepShared):
 
 
 def _float32_slices(q0: RaveledVars) -> list[slice]:
-    """Slices of the float32 variables in a raveled vector of a wider dtype."""
+    """Slices of the float32 variables in a raveled vector (rounded like PyMC stores them)."""
     slices, start = [], 0
     for _name, _shape, size, dtype in q0.point_map_info:
-        if np.dtype(dtype) == np.float32 and q0.data.dtype != np.float32:
+        if np.dtype(dtype) == np.float32:
             slices.append(slice(start, start + int(size)))
         start += int(size)
     return slices
