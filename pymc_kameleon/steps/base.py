@@ -44,7 +44,11 @@ from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
-from pymc.util import get_state_from_generator, get_value_vars_from_user_vars
+from pymc.util import (
+    get_random_generator,
+    get_state_from_generator,
+    get_value_vars_from_user_vars,
+)
 from rich.progress import TextColumn
 from rich.table import Column
 
@@ -265,7 +269,7 @@ class BaseKernelStep(ArrayStepShared):
 
     def set_rng(self, rng) -> None:
         """Set the step's generator and reseed pseudo-marginal estimators from it."""
-        super().set_rng(rng)
+        self.rng = get_random_generator(rng, copy=False)
         reseed_estimators(self._logp_fn, self.rng)
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
