@@ -97,6 +97,15 @@ Semantic choices (where the issue is silent, PyMC's own behaviour decides):
 * ``reset_tuning`` must set ``tune = True`` for our steps (pm.Metropolis' does not; pm.sample
   sets ``step.tune`` itself before calling it).
 * ``n_evals`` is a per-draw integer stat of our steps (not of pm.Metropolis).
+* Budgets of the hard targets: pm.Metropolis misses R-hat <= 1.01 at pm.sample's defaults
+  on both (see ``DIRICHLET_BUDGET`` / ``MV_SIMPLE_BUDGET``): mv_simple gets the 3000 draws
+  pm.Metropolis needs; the 80-d Dirichlet keeps the defaults and must do at least as well
+  as pm.Metropolis (max R-hat <= max(1.01, Metropolis' max R-hat)).  Means and variances
+  are checked per coordinate against the exact posterior with ``|z| < 5`` from the ESS and
+  an ESS floor of 100 (50 for the Dirichlet, where pm.Metropolis' smallest ESS is 83).
+* Checks of our steps that pm.Metropolis is exempt from: ``accept`` in [0, 1] (Metropolis
+  reports the unclipped ratio), ``accepted`` in {0, 1} (its element-wise update reports a
+  fraction), a ``tune`` stat (5.28's Metropolis has none), the bad-start error.
 
 Failures on code that does not honour the contract are reported as assertion failures
 (``contract(...)`` turns an exception raised by the step into ``pytest.fail``), never as
@@ -733,9 +742,12 @@ def test_zero_probability_start_in_step(ours, bad_start_model):
 # ============================================================================ (5)-(7) targets
 #: pm.sample's defaults are tune=1000, draws=1000, chains=4.  pm.Metropolis does not reach
 #: R-hat <= 1.01 with them on the two hard targets (PyMC 5.28.5: Dirichlet max R-hat 1.046;
-#: mv_simple 1.013-1.015 on seeds 2, 4, 5), so the budget is the one pm.Metropolis needs
-#: (issue 20: "at most the budget pm.Metropolis needs"), found by running the reference entry.
-DIRICHLET_BUDGET = {"tune": 1000, "draws": 4000, "chains": 4}
+#: mv_simple 1.013-1.015 on seeds 2, 4, 5).  mv_simple: 3000 draws is the budget
+#: pm.Metropolis needs (5/5 seeds pass).  Dirichlet: pm.Metropolis still has max R-hat
+#: 1.023 with 4000 draws (1.020 at the defaults without the likelihood), so that test keeps
+#: the defaults and requires max R-hat <= max(1.01, pm.Metropolis' max R-hat on the same
+#: target, budget and seed), i.e. "at least as well as pm.Metropolis".
+DIRICHLET_BUDGET = {"tune": 1000, "draws": 1000, "chains": 4}
 MV_SIMPLE_BUDGET = {"tune": 1000, "draws": 3000, "chains": 4}
 DEFAULT_BUDGET = {"tune": 1000, "draws": 1000, "chains": 4}
 
@@ -752,13 +764,24 @@ def _defaults(entry):
     return lambda: entry.cls(**kwargs)
 
 
+@pytest.fixture(scope="module")
+def dirichlet_reference_rhat():
+    """pm.Metropolis' max R-hat on the batched Dirichlet, same budget and seed."""
+    model, _ = batched_dirichlet()
+    idata = _defaults_run(model, pm.Metropolis, seed=SEED, budget=DIRICHLET_BUDGET)
+    return max_rhat(values(idata.posterior, "p"))
+
+
 @pytest.mark.slow
-def test_batched_dirichlet_80d(entry):
+def test_batched_dirichlet_80d(entry, dirichlet_reference_rhat):
     model, truth = batched_dirichlet()
     idata = _defaults_run(model, _defaults(entry), seed=SEED, budget=DIRICHLET_BUDGET)
     p = values(idata.posterior, "p")
-    assert max_rhat(p) <= 1.01, f"max R-hat {max_rhat(p):.3f}"
-    check_moments(p, *truth["p"], label="p")
+    limit = max(1.01, dirichlet_reference_rhat)
+    assert max_rhat(p) <= limit, (
+        f"max R-hat {max_rhat(p):.3f}; pm.Metropolis {dirichlet_reference_rhat:.3f}")
+    # ESS floor 50: pm.Metropolis' smallest ESS here is 83 (PyMC 5.28.5, seed 20)
+    check_moments(p, *truth["p"], min_ess=50.0, label="p")
 
 
 @pytest.mark.slow
