@@ -124,8 +124,8 @@ class BaseKernelStep(ArrayStepShared):
         variable of the model).
     n_steps : int, optional
         Metropolis-Hastings iterations per PyMC draw, each with one log-density evaluation
-        (default: the block's dimension ``d``, like Metropolis and Slice, which update every
-        coordinate per draw; kernel HMC: ``ceil(sqrt(d))``).
+        (default: the block's dimension ``d``, at least 2, like Metropolis and Slice, which
+        update every coordinate per draw; kernel HMC: ``ceil(sqrt(d))``).
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
@@ -216,7 +216,7 @@ class BaseKernelStep(ArrayStepShared):
 
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
-        return max(1, self.dim)
+        return max(2, self.dim)
 
     @abstractmethod
     def _initial_adapt_state(self) -> Any:
@@ -246,7 +246,8 @@ class BaseKernelStep(ArrayStepShared):
 
     def _warmup_config(self) -> dict[str, Any]:
         """Initial scale and shape, target, gain exponent and switch of the warm-up walk."""
-        return {"scale": None, "cov": None, "target": 0.234, "exponent": 0.6, "adapt": True}
+        return {"scale": None, "cov": None, "target": random_walk_target(self.dim),
+                "exponent": 0.6, "adapt": True}
 
     # ------------------------------------------------------------------ PyMC protocol
     @classmethod
@@ -603,6 +604,12 @@ class BaseKernelStep(ArrayStepShared):
             return {key: step_stats[key] for key in keys}
 
         return (update_stats,)
+
+
+def random_walk_target(dim: int) -> float:
+    """Acceptance target of a random walk in ``dim`` dimensions: 0.44 in 1-d, 0.234 as
+    ``d`` grows (Roberts and Rosenthal, 2001), interpolated as ``0.234 + 0.206 / d``."""
+    return 0.234 + 0.206 / max(int(dim), 1)
 
 
 def _float32_slices(q0: RaveledVars) -> list[slice]:

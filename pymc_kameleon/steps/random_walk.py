@@ -8,7 +8,7 @@ import numpy as np
 
 from ..adaptation import RobbinsMonro
 from ..adaptation.warmup import AffineMap
-from .base import BaseKernelStep, ChainState, Proposal
+from .base import BaseKernelStep, ChainState, Proposal, random_walk_target
 
 __all__ = ["RandomWalkStep"]
 
@@ -36,7 +36,9 @@ class RandomWalkStep(BaseKernelStep):
     cov : array, optional
         Initial proposal shape ``L L^T`` (default identity).  With ``adapt_scale=False`` it
         is kept exactly, with ``scale``, for the whole run.
-    target_accept : float, default 0.234
+    target_accept : float, optional
+        Default ``0.234 + 0.206 / d``: 0.44 in 1-d, 0.234 as ``d`` grows (Roberts and
+        Rosenthal, 2001).
     adapt_scale : bool, default True
         Adapt ``scale`` and ``L`` during tuning.
     adapt_exponent : float, default 0.6
@@ -53,6 +55,8 @@ class RandomWalkStep(BaseKernelStep):
        rules. Bayesian Statistics 5.
     .. [3] Haario, H., Saksman, E., Tamminen, J. (2001). An adaptive Metropolis algorithm.
        Bernoulli 7(2).
+    .. [4] Roberts, G. O., Rosenthal, J. S. (2001). Optimal scaling for various
+       Metropolis-Hastings algorithms. Statistical Science 16(4).
 
     Examples
     --------
@@ -77,14 +81,14 @@ class RandomWalkStep(BaseKernelStep):
         *,
         scale: float | None = None,
         cov: np.ndarray | None = None,
-        target_accept: float = 0.234,
+        target_accept: float | None = None,
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
         **kwargs,
     ):
-        RobbinsMonro(scale or 1.0, target_accept, adapt_exponent)  # validates all three
+        RobbinsMonro(scale or 1.0, target_accept or 0.234, adapt_exponent)  # validates
         self.initial_scale = None if scale is None else float(scale)
-        self.target_accept = float(target_accept)
+        self.target_accept = None if target_accept is None else float(target_accept)
         self.adapt_scale = bool(adapt_scale)
         self.adapt_exponent = float(adapt_exponent)
         self._cov = None if cov is None else np.asarray(cov, dtype=float)
@@ -105,7 +109,7 @@ class RandomWalkStep(BaseKernelStep):
         return {
             "scale": self.initial_scale,
             "cov": self._cov,
-            "target": self.target_accept,
+            "target": self.target_accept or random_walk_target(self.dim),
             "exponent": self.adapt_exponent,
             "adapt": self.adapt_scale,
         }
