@@ -214,3 +214,29 @@ def test_proposal_close_to_kamh_on_the_8d_banana():
 def test_old_feature_defaults_distort_the_proposal():
     largest, smallest = _proposal_distortion(dict(n_features=200, frequencies="gaussian"))
     assert largest > 3.0 and smallest < 0.4, (largest, smallest)
+
+
+def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
+    """A refresh whose median heuristic moved by less than 20 % keeps bandwidth, features and
+    the accumulated moments (whole history); a larger move restarts them from the reservoir.
+    Restarting at every refresh left up to half of C's weight on the last consecutive points
+    and halved the ESS per iteration on the 8-d B(0.1, 100)."""
+    rng = np.random.default_rng(5)
+    with gauss:
+        step = FastKameleonStep(rng=3, n_bandwidth=100)
+    for z in rng.normal(size=(300, 2)):
+        step._record(z)
+    step._refresh()
+    a = step._adapt
+    s0, count0 = a.bandwidth, a.moments.count
+    assert count0 == 100  # restarted from the reservoir
+    for z in rng.normal(size=(500, 2)):  # same spread: the median moves by a few %
+        step._adapt.t += 1
+        step._record(z)
+    step._refresh()
+    assert a.bandwidth == s0 and a.moments.count == count0 + 500
+    for z in 5.0 * rng.normal(size=(2000, 2)):  # the spread grows 5-fold: restart
+        step._adapt.t += 1
+        step._record(z)
+    step._refresh()
+    assert a.bandwidth > 1.2 * s0 and a.moments.count == 100
