@@ -180,6 +180,8 @@ class FastKameleonStep(LocalGaussianStep):
     """
 
     name = "fast_kameleon"
+    #: relative change of the median heuristic above which a refresh restarts the moments
+    bandwidth_tolerance: float = BANDWIDTH_TOLERANCE
     stats_dtypes_shapes = {
         **LocalGaussianStep.stats_dtypes_shapes,
         "n_features": (np.int64, []),
@@ -275,7 +277,7 @@ class FastKameleonStep(LocalGaussianStep):
             a.features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, s, self.rng, self.embedding, self.frequencies
             )
-        if a.moments is None or abs(s / a.bandwidth - 1.0) > BANDWIDTH_TOLERANCE:
+        if a.moments is None or abs(s / a.bandwidth - 1.0) > self.bandwidth_tolerance:
             # the features change with the bandwidth: the moments restart from the reservoir
             a.features = a.features.with_bandwidth(s)
             a.moments = OnlineMeanCov(self.n_features)
