@@ -202,8 +202,8 @@ def test_proposal_close_to_kamh_on_the_8d_banana():
     """The random-feature proposal is close to KAMH's exact-kernel one in d = 8.
 
     With D = 200 independent Gaussian frequencies (the defaults before the fix) the
-    approximation error of the kernel gradients, ~ sqrt(d / D), made the proposal up to 4.5
-    times too wide in some direction and 4 times too narrow in another (median over points),
+    approximation error of the kernel gradients, ~ sqrt(d / D), made the proposal up to 4.4
+    times too wide in some direction and 3 times too narrow in another (median over points),
     and F-KAMH mixed at about half of KAMH's ESS per iteration.  The defaults (D growing with d,
     quasi-Monte Carlo frequencies) keep both within a factor 2.
     """

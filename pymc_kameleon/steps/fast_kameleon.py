@@ -31,7 +31,7 @@ def default_n_features(dim: int) -> int:
     The error of the random-feature kernel *gradients*, of which the F-KAMH proposal
     covariance ``J^T C J`` is made, grows like ``sqrt(d / D)``; a fixed ``D`` therefore
     distorts the proposal more as ``d`` grows (on the 8-d bananas ``D = 200`` gave proposals
-    up to 4.5 times too wide in one direction and half of KAMH's ESS per iteration, see
+    up to 4.4 times too wide in one direction and half of KAMH's ESS per iteration, see
     ``docs/benchmarks/fkamh_features.md``).  ``D = 50 d`` keeps ``d / D`` fixed; it is
     clipped to ``[200, 500]`` because the cost per iteration is ``O(D^2 d)``.
 
@@ -123,7 +123,7 @@ class FastKameleonStep(LocalGaussianStep):
         Number of random Fourier features ``D``; default :func:`default_n_features`:
         ``50 d`` clipped to ``[200, 500]`` (400 for the 8-d bananas).  The proposal covariance
         is made of random-feature kernel *gradients*, whose error grows like ``sqrt(d / D)``:
-        with ``D = 200`` on the 8-d bananas the proposal was up to 4.5 times too wide in some
+        with ``D = 200`` on the 8-d bananas the proposal was up to 4.4 times too wide in some
         direction and F-KAMH mixed at half of KAMH's ESS per iteration
         (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
         The cost per iteration is ``O(D^2 d)``.
