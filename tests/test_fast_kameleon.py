@@ -162,3 +162,81 @@ def test_banana_forward_covariance_bug_fails():
                    tune=3000, chains=4, cores=2, seed=1)
     err, _ = banana_check(idata, 0.03, 100.0)
     assert err >= 0.06, err
+
+
+def _proposal_distortion(fkamh_kwargs, seeds=(0, 1, 2)):
+    """Eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` at 20 points of the 8-d B(0.1, 100):
+    ``S_F`` is FastKameleonStep's proposal covariance, ``S_K`` KameleonStep's (exact kernel)
+    on the same 1000 exact draws, bandwidth and (initial) scale ratio.  Returns the medians
+    over points and feature draws of the largest and smallest eigenvalue."""
+    from pymc_kameleon import KameleonStep
+    from pymc_kameleon.math.kernels import median_heuristic
+    from pymc_kameleon.models.targets import banana_sample
+
+    model = banana_model(8, 0.1, 100.0)
+    Z = banana_sample(1000, 8, 0.1, 100.0, rng=1)
+    ys = banana_sample(20, 8, 0.1, 100.0, rng=2)
+    s = median_heuristic(Z)
+    with model:
+        kamh = KameleonStep(rng=0, bandwidth=s)
+    for z in Z:
+        kamh._record(z)
+    kamh._refresh()
+    largest, smallest = [], []
+    for seed in seeds:
+        with model:
+            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
+        for z in Z:
+            fkamh._record(z)
+        fkamh._refresh()
+        for y in ys:
+            qk, qf = kamh.proposal_at(y), fkamh.proposal_at(y)
+            A = np.linalg.solve(qk.chol, qf.chol)  # L_K^{-1} L_F
+            ev = np.linalg.eigvalsh(A @ A.T)
+            largest.append(ev.max())
+            smallest.append(ev.min())
+    return float(np.median(largest)), float(np.median(smallest))
+
+
+def test_proposal_close_to_kamh_on_the_8d_banana():
+    """The random-feature proposal is close to KAMH's exact-kernel one in d = 8.
+
+    With D = 200 independent Gaussian frequencies (the defaults before the fix) the
+    approximation error of the kernel gradients, ~ sqrt(d / D), made the proposal up to 4.4
+    times too wide in some direction and 3 times too narrow in another (median over points),
+    and F-KAMH mixed at about half of KAMH's ESS per iteration.  The defaults (D growing with d,
+    quasi-Monte Carlo frequencies) keep both within a factor 2.
+    """
+    largest, smallest = _proposal_distortion({})
+    assert largest < 2.0 and smallest > 0.5, (largest, smallest)
+
+
+def test_old_feature_defaults_distort_the_proposal():
+    largest, smallest = _proposal_distortion(dict(n_features=200, frequencies="gaussian"))
+    assert largest > 3.0 and smallest < 0.4, (largest, smallest)
+
+
+def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
+    """A refresh whose median heuristic moved by less than 20 % keeps bandwidth, features and
+    the accumulated moments (whole history); a larger move restarts them from the reservoir.
+    Restarting at every refresh left up to half of C's weight on the last consecutive points
+    and halved the ESS per iteration on the 8-d B(0.1, 100)."""
+    rng = np.random.default_rng(5)
+    with gauss:
+        step = FastKameleonStep(rng=3, n_bandwidth=100)
+    for z in rng.normal(size=(300, 2)):
+        step._record(z)
+    step._refresh()
+    a = step._adapt
+    s0, count0 = a.bandwidth, a.moments.count
+    assert count0 == 100  # restarted from the reservoir
+    for z in rng.normal(size=(500, 2)):  # same spread: the median moves by a few %
+        step._adapt.t += 1
+        step._record(z)
+    step._refresh()
+    assert a.bandwidth == s0 and a.moments.count == count0 + 500
+    for z in 5.0 * rng.normal(size=(2000, 2)):  # the spread grows 5-fold: restart
+        step._adapt.t += 1
+        step._record(z)
+    step._refresh()
+    assert a.bandwidth > 1.2 * s0 and a.moments.count == 100

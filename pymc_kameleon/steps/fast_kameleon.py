@@ -13,10 +13,53 @@ from ..math.online import OnlineMeanCov, Reservoir
 from ..math.rff import RandomFourierFeatures
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
-__all__ = ["FastKameleonStep"]
+__all__ = ["FastKameleonStep", "default_n_features"]
 
 # tuning iterations between snapshots of the feature covariance used by the proposals
 _SNAPSHOT_GAP = 100
+# a refresh restarts the feature moments only if the median heuristic moved by more than this
+BANDWIDTH_TOLERANCE = 0.2
+# default number of features: FEATURES_PER_DIM * d, clipped to [MIN_FEATURES, MAX_FEATURES]
+FEATURES_PER_DIM = 50
+MIN_FEATURES = 200
+MAX_FEATURES = 500
+
+
+def default_n_features(dim: int) -> int:
+    """Default number of random Fourier features ``D`` for dimension ``d``.
+
+    The error of the random-feature kernel *gradients*, of which the F-KAMH proposal
+    covariance ``J^T C J`` is made, grows like ``sqrt(d / D)``; a fixed ``D`` therefore
+    distorts the proposal more as ``d`` grows (on the 8-d bananas ``D = 200`` gave proposals
+    up to 4.4 times too wide in one direction and half of KAMH's ESS per iteration, see
+    ``docs/benchmarks/fkamh_features.md``).  ``D = 50 d`` keeps ``d / D`` fixed; it is
+    clipped to ``[200, 500]`` because the cost per iteration is ``O(D^2 d)``.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension ``d`` of the sampled block.
+
+    Returns
+    -------
+    int
+        An even number of features.
+
+    References
+    ----------
+    .. [1] Sutherland, D. J., Schneider, J. (2015). On the error of random Fourier features.
+       UAI (uniform error bounds for the kernel and its derivatives, growing with ``d / D``).
+    .. [2] Kotlicki, A. (2015). Fast Kernel Adaptive Metropolis-Hastings Algorithm. MSc
+       dissertation, University of Oxford, Section 5.1 (``D < 50`` poor on 8-d bananas).
+
+    Examples
+    --------
+    >>> default_n_features(2), default_n_features(8), default_n_features(50)
+    (200, 400, 500)
+    """
+    n = FEATURES_PER_DIM * int(dim)
+    n = min(max(n, MIN_FEATURES), MAX_FEATURES)
+    return n + n % 2
 
 
 @dataclass
@@ -52,10 +95,16 @@ class FastKameleonStep(LocalGaussianStep):
       an iteration costs one Jacobian product ``J^T C J`` (at the proposed point) instead
       of two;
     * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
-      the bandwidth is re-estimated by the median heuristic on the reservoir, the *same*
-      random basis is rescaled to it (``omega = omega0 / s``), and the feature moments
-      restart from the reservoir's points (the only history kept) and then continue with
-      every new point;
+      the median heuristic is recomputed on the reservoir.  Only if it moved by more than
+      20 % (``BANDWIDTH_TOLERANCE``; in practice while the chain is still in its transient)
+      the *same* random basis is rescaled to it (``omega = omega0 / s``) and the feature
+      moments restart from the reservoir's points (the only history kept).  Otherwise
+      bandwidth and features are kept and the moments go on accumulating every point: ``C``
+      is then the covariance over the whole history since the bandwidth settled, as in the
+      dissertation.  Restarting at every refresh (as before) left, at the end of tuning, up
+      to half of the weight of ``C`` on the last 1000 consecutive points, i.e. on the few
+      effective samples of one region of the target, and cost F-KAMH about half of its
+      ESS per iteration on the 8-d B(0.1, 100);
     * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
       dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
       ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``).
@@ -70,17 +119,25 @@ class FastKameleonStep(LocalGaussianStep):
     ----------
     vars : list of PyMC variables, optional
         Continuous variables to sample jointly (default: all continuous ones).
-    n_features : int, default 200
-        Number of random Fourier features ``D``.  The dissertation found ``D < 50`` poor and
-        little gain beyond ``D ~ 350`` on 8-d bananas.  Our benchmark
-        (``python -m benchmarks.n_features``, 8-d banana B(0.03, 100)) agrees that ``D <= 100``
-        mixes worse; ``D = 400`` gave about 2.5x the ESS per iteration of ``D = 200`` at twice
-        the cost per step (similar ESS per second).  200 is the default for its cost;
-        when a log-density evaluation costs much more than the step (likelihood estimators),
-        prefer ``n_features=400``.
+    n_features : int, optional
+        Number of random Fourier features ``D``; default :func:`default_n_features`:
+        ``50 d`` clipped to ``[200, 500]`` (400 for the 8-d bananas).  The proposal covariance
+        is made of random-feature kernel *gradients*, whose error grows like ``sqrt(d / D)``:
+        with ``D = 200`` on the 8-d bananas the proposal was up to 4.4 times too wide in some
+        direction and F-KAMH mixed at half of KAMH's ESS per iteration
+        (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
+        The cost per iteration is ``O(D^2 d)``.
     embedding : {"sincos", "phase"}, default "sincos"
         ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.  The pairs
         have the smaller kernel approximation variance (Sutherland and Schneider, 2015).
+    frequencies : {"halton", "orthogonal", "gaussian"}, default "halton"
+        How the standard normal frequencies ``omega0`` are drawn (see
+        :func:`~pymc_kameleon.math.rff.standard_frequencies`): quasi-Monte Carlo (scrambled
+        Halton, Avron et al., 2016), orthogonal random features (Yu et al., 2016) or
+        independent draws (Rahimi and Recht, 2007; the dissertation).  All give an unbiased
+        kernel estimate; the structured draws have a smaller error at the same cost: on the
+        8-d bananas Halton frequencies with ``D = 200`` distort the proposal about as little
+        as independent ones with ``D = 800``.
     gamma : float, default 0.1
         Standard deviation of the isotropic exploration term, in the whitened coordinates
         of the warm-up (units of the posterior's learned scale; the paper used 0.2 on
@@ -113,6 +170,10 @@ class FastKameleonStep(LocalGaussianStep):
        estimators, Section 4.1).
     .. [3] Rahimi, A., Recht, B. (2007). Random features for large-scale kernel machines.
        NIPS.
+    .. [4] Avron, H., Sindhwani, V., Yang, J., Mahoney, M. W. (2016). Quasi-Monte Carlo
+       feature maps for shift-invariant kernels. JMLR 17(120).
+    .. [5] Yu, F. X., Suresh, A. T., Choromanski, K., Holtmann-Rice, D., Kumar, S. (2016).
+       Orthogonal random features. NIPS.
 
     Examples
     --------
@@ -127,6 +188,8 @@ class FastKameleonStep(LocalGaussianStep):
     """
 
     name = "fast_kameleon"
+    #: relative change of the median heuristic above which a refresh restarts the moments
+    bandwidth_tolerance: float = BANDWIDTH_TOLERANCE
     stats_dtypes_shapes = {
         **LocalGaussianStep.stats_dtypes_shapes,
         "n_features": (np.int64, []),
@@ -137,8 +200,9 @@ class FastKameleonStep(LocalGaussianStep):
         self,
         vars=None,
         *,
-        n_features: int = 200,
+        n_features: int | None = None,
         embedding: Literal["sincos", "phase"] = "sincos",
+        frequencies: Literal["gaussian", "orthogonal", "halton"] = "halton",
         gamma: float = 0.1,
         eta2: float | None = None,
         bandwidth: float | None = None,
@@ -149,18 +213,22 @@ class FastKameleonStep(LocalGaussianStep):
         schedule: GeometricSchedule | None = None,
         **kwargs,
     ):
-        if int(n_features) != n_features or n_features < 2:
+        if n_features is not None and (int(n_features) != n_features or n_features < 2):
             raise ValueError(f"n_features must be an integer >= 2, got {n_features!r}")
         if embedding not in ("sincos", "phase"):
             raise ValueError(f"unknown embedding {embedding!r}; use 'sincos' or 'phase'")
-        if embedding == "sincos" and n_features % 2:
+        if frequencies not in ("gaussian", "orthogonal", "halton"):
+            raise ValueError(f"unknown frequencies {frequencies!r}; use 'gaussian', "
+                             "'orthogonal' or 'halton'")
+        if embedding == "sincos" and n_features is not None and n_features % 2:
             raise ValueError("the 'sincos' embedding needs an even n_features")
         if int(n_bandwidth) != n_bandwidth or n_bandwidth < 2:
             raise ValueError(f"n_bandwidth must be an integer >= 2, got {n_bandwidth!r}")
         if bandwidth is not None and not (np.isfinite(bandwidth) and bandwidth > 0):
             raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
-        self.n_features = int(n_features)
+        self.n_features = None if n_features is None else int(n_features)
         self.embedding = embedding
+        self.frequencies = frequencies
         self.n_bandwidth = int(n_bandwidth)
         self.fixed_bandwidth = None if bandwidth is None else float(bandwidth)
         super().__init__(
@@ -173,6 +241,8 @@ class FastKameleonStep(LocalGaussianStep):
             schedule=schedule or GeometricSchedule(first=50, ratio=2.0, max_gap=1000),
             **kwargs,
         )
+        if self.n_features is None:  # needs the block's dimension, known after super()
+            self.n_features = default_n_features(self.dim)
 
     def _initial_adapt_state(self) -> FastKameleonAdaptState:
         return FastKameleonAdaptState(
@@ -204,13 +274,15 @@ class FastKameleonStep(LocalGaussianStep):
             return  # degenerate history: stay a random walk until it spreads out
         if a.features is None:  # drawn from the chain's rng, so seeds reproduce runs
             a.features = RandomFourierFeatures.draw(
-                self.dim, self.n_features, s, self.rng, self.embedding
+                self.dim, self.n_features, s, self.rng, self.embedding, self.frequencies
             )
-        if a.moments is None or s != a.bandwidth:
+        if a.moments is None or abs(s / a.bandwidth - 1.0) > self.bandwidth_tolerance:
+            # the features change with the bandwidth: the moments restart from the reservoir
             a.features = a.features.with_bandwidth(s)
             a.moments = OnlineMeanCov(self.n_features)
             a.moments.update_batch(a.features.features(points))
-        a.bandwidth = s
+            a.bandwidth = s
+        # else: keep bandwidth, features and the moments accumulated over the whole history
         self._snapshot()
         self._activate()
 
