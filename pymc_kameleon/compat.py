@@ -1,0 +1,236 @@
+"""The few places where PyMC 5 / PyTensor 2 / ArviZ 0.x and PyMC 6 / PyTensor 3 / ArviZ 1 differ.
+
+pymc-kameleon supports both PyMC majors from one code base; everything that depends on the
+installed versions is here (and, for likelihood-estimator Ops in compiled graphs, in
+:mod:`pymc_kameleon.pseudo_marginal`):
+
+* the default compile mode of the log density our steps compile
+  (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`): PyTensor 3 compiles with
+  Numba by default, PyTensor 2 with its C backend; ``docs/benchmarks/logp_backend.md`` has the
+  measurements behind the choice;
+* how a chain hands a step its generator (:func:`start_chain`): ``step.set_rng(rng)`` in
+  PyMC 5, ``step.setup_chain(rng, tune, draws)`` in PyMC 6;
+* ArviZ results (:func:`as_dataset`, :func:`group_dataset`, :func:`max_rhat`,
+  :func:`summary_table`): ``pm.sample`` returns an ``arviz.InferenceData`` of
+  :class:`xarray.Dataset` groups with ArviZ 0.x and an :class:`xarray.DataTree` with ArviZ 1,
+  whose diagnostics also return ``DataTree`` objects and whose summaries have other columns.
+
+References
+----------
+- PyMC 6 migration notes and ``pymc.step_methods.compound.BlockedStep.setup_chain``.
+- ArviZ 1.0: "InferenceData is replaced by xarray.DataTree" (ArviZ documentation).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor
+import xarray as xr
+from pytensor.graph.op import Op
+
+__all__ = [
+    "ARVIZ_VERSION",
+    "PYMC_VERSION",
+    "PYTENSOR_HAS_PULLBACK",
+    "PYTENSOR_VERSION",
+    "SUMMARY_COLUMNS",
+    "as_dataset",
+    "default_compile_kwargs",
+    "group_dataset",
+    "logp_compile_kwargs",
+    "max_rhat",
+    "start_chain",
+    "summary_table",
+]
+
+
+def _version(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a version string such as ``"6.4.0"`` or ``"3.3.7+4.g1a2b"``."""
+    match = re.match(r"(\d+)\.(\d+)", text)
+    if match is None:
+        raise ValueError(f"cannot parse the version {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+#: ``(major, minor)`` of the installed PyMC, PyTensor and ArviZ.
+PYMC_VERSION = _version(pm.__version__)
+PYTENSOR_VERSION = _version(pytensor.__version__)
+ARVIZ_VERSION = _version(az.__version__)
+#: PyTensor >= 3 asks Ops for ``pullback`` and deprecates ``grad``/``L_op``.
+PYTENSOR_HAS_PULLBACK = hasattr(Op, "pullback")
+
+#: Columns of :func:`summary_table`: the ones both ArviZ majors compute, in a fixed order.
+SUMMARY_COLUMNS = ("mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat")
+
+
+# ----------------------------------------------------------------------------- compilation
+def default_compile_kwargs() -> dict[str, Any]:
+    """Compile options for the log density our step methods compile, when the user gives none.
+
+    On PyTensor 3 the default mode is Numba.  The log density of a step is compiled once and
+    then called once per iteration with a small vector, so what counts is the time to the
+    first result and the overhead of a call; the C virtual machine (``"CVM"``) wins both
+    on every model we measured (``docs/benchmarks/logp_backend.md``: 2-4x cheaper calls, and
+    a Numba graph holding a Python Op such as a likelihood estimator is recompiled in every
+    process).  So, when PyTensor 3 has a C compiler and the user has not chosen a mode or
+    linker in PyTensor's configuration, we ask for ``mode="CVM"``.  Everywhere else (PyTensor
+    2, whose default already is the C VM; no C compiler; a mode set through
+    ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own default is kept.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`pymc.pytensorf.compile` (possibly empty).
+
+    References
+    ----------
+    .. [1] PyTensor documentation, "Configuration": ``mode``, ``linker`` and ``cxx``.
+
+    Examples
+    --------
+    >>> kwargs = default_compile_kwargs()
+    >>> set(kwargs) <= {"mode"}
+    True
+    """
+    if PYTENSOR_VERSION[0] < 3:
+        return {}
+    config = pytensor.config
+    user_chose = str(config.mode) != "Mode" or config.linker != "auto"
+    if user_chose or not config.cxx:
+        return {}
+    return {"mode": "CVM"}
+
+
+def logp_compile_kwargs(compile_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`default_compile_kwargs` updated with the user's ``compile_kwargs``.
+
+    A ``mode`` given by the user (e.g. ``{"mode": "NUMBA"}``) always wins.
+
+    Parameters
+    ----------
+    compile_kwargs : dict, optional
+        The ``compile_kwargs`` a step method received.
+
+    Returns
+    -------
+    dict
+        A new dict; the argument is not modified.
+
+    Examples
+    --------
+    >>> logp_compile_kwargs({"mode": "NUMBA"})["mode"]
+    'NUMBA'
+    """
+    return {**default_compile_kwargs(), **(compile_kwargs or {})}
+
+
+# ----------------------------------------------------------------------------- step methods
+def start_chain(step, rng, tune: int = 0, draws: int = 0) -> None:
+    """Prepare ``step`` for a new chain with generator ``rng``, as ``pm.sample`` does.
+
+    For scripts that drive ``step.step(point)`` by hand.  PyMC 6 calls
+    ``step.setup_chain(rng, tune, draws)`` once per chain; PyMC 5 called
+    ``step.set_rng(rng)``.
+
+    Parameters
+    ----------
+    step : pymc.step_methods.compound.BlockedStep or CompoundStep
+    rng : int or numpy.random.Generator
+    tune, draws : int
+        Tuning and draw iterations of the chain (used by PyMC 6 only).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> with pm.Model():
+    ...     x = pm.Normal("x")
+    ...     step = pm.Metropolis()
+    >>> start_chain(step, np.random.default_rng(1))
+    """
+    if hasattr(step, "setup_chain"):
+        step.setup_chain(rng, tune, draws)
+    else:
+        step.set_rng(rng)
+
+
+# ----------------------------------------------------------------------------- ArviZ
+def as_dataset(obj) -> xr.Dataset:
+    """An :class:`xarray.Dataset` from a Dataset or from a ``DataTree`` node (ArviZ 1).
+
+    ArviZ 1's diagnostics (``az.rhat``, ``az.ess``) and the groups of ``pm.sample``'s result
+    are ``DataTree`` nodes, which lack ``to_array`` and multi-variable selection
+    (``node[["a", "b"]]``); their datasets have both.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> as_dataset(xr.Dataset({"a": 1.0}))["a"].item()
+    1.0
+    """
+    if isinstance(obj, xr.Dataset):
+        return obj
+    if hasattr(obj, "to_dataset"):
+        return obj.to_dataset()
+    raise TypeError(f"expected an xarray Dataset or DataTree, got {type(obj).__name__}")
+
+
+def group_dataset(idata, group: str = "posterior") -> xr.Dataset:
+    """Group ``group`` of ``pm.sample``'s result as an :class:`xarray.Dataset`.
+
+    Works for an ``arviz.InferenceData`` (ArviZ 0.x) and an :class:`xarray.DataTree`
+    (ArviZ 1), so ``group_dataset(idata, "sample_stats")[["accept", "lp"]]`` works on both.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+    group : str
+        ``"posterior"``, ``"sample_stats"``, ``"warmup_sample_stats"``, ...
+    """
+    return as_dataset(idata[group])
+
+
+def max_rhat(idata, var_names: list[str] | None = None) -> float:
+    """Largest rank-normalised split R-hat over the posterior variables ``var_names`` (all).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData, xarray.DataTree or xarray.Dataset
+        A result of ``pm.sample`` or a posterior dataset.
+    var_names : list of str, optional
+
+    References
+    ----------
+    .. [1] Vehtari, A., Gelman, A., Simpson, D., Carpenter, B., Bürkner, P.-C. (2021).
+       Rank-normalization, folding, and localization: an improved R-hat for assessing
+       convergence of MCMC. Bayesian Analysis 16(2).
+    """
+    post = idata if isinstance(idata, xr.Dataset) else group_dataset(idata, "posterior")
+    if var_names is not None:
+        post = post[list(var_names)]
+    rhat = as_dataset(az.rhat(post))
+    return float(max(float(np.max(rhat[name].values)) for name in rhat.data_vars))
+
+
+def summary_table(idata, **kwargs):
+    """``az.summary`` with the columns both ArviZ majors compute (:data:`SUMMARY_COLUMNS`).
+
+    ArviZ 0.x adds a 94% HDI, ArviZ 1 an 89% equal-tailed interval and orders the columns
+    differently; the common ones keep printed summaries and tables alike across versions.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData, xarray.DataTree or xarray.Dataset
+    **kwargs
+        Passed to :func:`arviz.summary` (e.g. ``var_names``).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    table = az.summary(idata, **kwargs)
+    return table[[c for c in SUMMARY_COLUMNS if c in table.columns]]
