@@ -8,6 +8,23 @@ re-evaluate the current point every iteration ("Monte Carlo within Metropolis"),
 biased; :func:`~pymc_kameleon.pseudo_marginal_potential` warns when such a step is built for
 a model that contains an estimator.
 
+The estimator is a Python :class:`LikelihoodEstimatorOp`.  Every PyTensor backend that can
+run it calls the ``perform`` method of the *same* Op instance that is in the graph, so its
+generator can be replaced after compilation (:func:`reseed_estimators`), saved and restored
+(:func:`estimator_states`, :func:`set_estimator_states`), also inside inner graphs
+(``OpFromGraph``, ``Scan``, ``Blockwise``; :func:`find_estimators`):
+
+* the C virtual machine (``mode="CVM"``, PyTensor 2's default) and the Python one
+  (``"FAST_COMPILE"``) build one thunk per node through ``Op.make_thunk``, which runs
+  ``perform``;
+* the Numba backend (PyTensor 3's default) compiles the whole graph into one function and
+  never calls ``make_thunk``; it converts each node with ``numba_funcify``, for which this
+  module registers a conversion that calls ``perform`` in Numba's object mode (never cached,
+  since it refers to the Op instance);
+* JAX, PyTorch and MLX cannot run a Python Op at all.
+
+The :class:`PseudoMarginalWarning` is issued from both conversion hooks.
+
 References
 ----------
 - Andrieu, Roberts (2009). The pseudo-marginal approach for efficient Monte Carlo
@@ -20,7 +37,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,13 +45,18 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
-from pytensor.graph.op import Op
+from pytensor.graph.op import HasInnerGraph, Op
+
+from .compat import PYTENSOR_HAS_PULLBACK
 
 __all__ = [
     "LikelihoodEstimatorOp",
     "PseudoMarginalWarning",
+    "estimator_states",
+    "find_estimators",
     "pseudo_marginal_potential",
     "reseed_estimators",
+    "set_estimator_states",
 ]
 
 
@@ -84,8 +106,13 @@ class LikelihoodEstimatorOp(Op):
     The Op owns a :class:`numpy.random.Generator`; the step methods of this package replace
     it per chain (see :func:`reseed_estimators`), so runs are reproducible from
     ``pm.sample(random_seed=...)`` and different chains get different randomness.  It has no
-    gradient.  A NaN estimate is returned as ``-inf`` (a rejected proposal).  Usually built
-    by :func:`~pymc_kameleon.pseudo_marginal_potential` rather than directly.
+    gradient and is never constant-folded (every evaluation is a new estimate).  A NaN
+    estimate is returned as ``-inf`` (a rejected proposal).  Usually built by
+    :func:`~pymc_kameleon.pseudo_marginal_potential` rather than directly.
+
+    It runs on PyTensor's C and Python virtual machines and on its Numba backend (in object
+    mode); on every one of them the compiled function calls :meth:`perform` of this very
+    instance, so replacing :attr:`rng` after compilation takes effect.
 
     Parameters
     ----------
@@ -120,6 +147,12 @@ class LikelihoodEstimatorOp(Op):
         self.estimator = estimator
         self.name = name
         self.rng = np.random.default_rng(seed)
+        _register_numba_conversion()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled in a worker process (or copied): make sure Numba can convert it there too
+        self.__dict__.update(state)
+        _register_numba_conversion()
 
     def __str__(self) -> str:
         return f"LikelihoodEstimator{{{self.name}}}"
@@ -133,7 +166,11 @@ class LikelihoodEstimatorOp(Op):
             value = float(np.sum(self.estimator(*inputs, self.rng)))
         output_storage[0][0] = np.asarray(value if not np.isnan(value) else -np.inf)
 
-    def grad(self, inputs, output_gradients):
+    def do_constant_folding(self, fgraph, node) -> bool:
+        """Never: folding would freeze one estimate (drawn at compile time) into the graph."""
+        return False
+
+    def _no_gradient(self, inputs):
         comment = (
             f"The pseudo-marginal likelihood {self.name!r} is an estimator and has no "
             "gradient: sample it with a gradient-free step such as KameleonStep, "
@@ -141,9 +178,80 @@ class LikelihoodEstimatorOp(Op):
         )
         return [grad_not_implemented(self, i, x, comment) for i, x in enumerate(inputs)]
 
+    if PYTENSOR_HAS_PULLBACK:  # PyTensor >= 3 deprecates grad/L_op in favour of pullback
+
+        def pullback(self, inputs, outputs, cotangents):
+            """No gradient: every input gets a ``NullType`` explaining why."""
+            return self._no_gradient(inputs)
+
+    else:
+
+        def grad(self, inputs, output_gradients):
+            """No gradient: every input gets a ``NullType`` explaining why."""
+            return self._no_gradient(inputs)
+
     def make_thunk(self, node, storage_map, compute_map, no_recycling, impl=None):
+        # the C and Python virtual machines (not Numba: see _numba_funcify_estimator)
         _warn_if_inexact_step(self.name)
         return super().make_thunk(node, storage_map, compute_map, no_recycling, impl=impl)
+
+
+# ----------------------------------------------------------------------------- Numba backend
+_NUMBA_REGISTERED = False
+
+
+def _register_numba_conversion() -> None:
+    """Register :func:`_numba_funcify_estimator` with PyTensor's Numba backend, once.
+
+    Called when the first estimator Op is built (or unpickled), so that importing this
+    package does not import Numba.  Without Numba there is nothing to register.
+    """
+    global _NUMBA_REGISTERED
+    if _NUMBA_REGISTERED:
+        return
+    _NUMBA_REGISTERED = True
+    try:
+        from pytensor.link.numba.dispatch.basic import numba_funcify
+    except ImportError:  # Numba is optional in PyTensor 2
+        return
+    numba_funcify.register(LikelihoodEstimatorOp)(_numba_funcify_estimator)
+
+
+def _numba_funcify_estimator(op: LikelihoodEstimatorOp, node=None, **kwargs):
+    """Numba conversion of an estimator node: ``op.perform`` in Numba's object mode.
+
+    The returned jitted function calls back into Python for every evaluation and refers to
+    ``op`` itself (not a copy), so a generator assigned to ``op.rng`` after compilation is
+    used.  PyTensor caches a compiled graph on disk only when every node has a cache key;
+    this conversion is registered without one, so graphs with an estimator are never taken
+    from the cache (a cached function would refer to another process's Op).  Unlike
+    PyTensor's generic fallback for Python Ops it does not warn about object mode (that is
+    the only way to run a Python estimator) but issues the :class:`PseudoMarginalWarning`
+    check, since ``make_thunk`` is never called on this backend.
+
+    References
+    ----------
+    .. [1] Numba documentation, "Callback into the Python Interpreter from within JIT'ed
+       code" (``numba.objmode``).
+    """
+    import numba
+
+    _warn_if_inexact_step(op.name)
+    out = node.outputs[0]
+    out_type = numba.types.Array(numba.from_dtype(np.dtype(out.dtype)), out.ndim, "A")
+
+    def estimate(inputs):
+        storage: list[list[Any]] = [[None]]
+        op.perform(node, list(inputs), storage)
+        return storage[0][0]
+
+    @numba.njit
+    def estimator_in_object_mode(*inputs):
+        with numba.objmode(value=out_type):
+            value = estimate(inputs)
+        return value
+
+    return estimator_in_object_mode
 
 
 def _warn_if_inexact_step(name: str) -> None:
@@ -231,25 +339,108 @@ def pseudo_marginal_potential(
     return pm.Potential(name, op(*params), model=model)
 
 
-def reseed_estimators(fn, rng: np.random.Generator) -> int:
-    """Give every estimator Op in a compiled PyTensor function a generator drawn from ``rng``.
+# ----------------------------------------------------------------------------- compiled graphs
+def _outer_graph(fn):
+    """The function graph of a compiled function (or of PyMC's ``PointFunc`` wrapper)."""
+    if hasattr(fn, "maker"):  # pytensor.compile.function.types.Function
+        return fn.maker.fgraph
+    if hasattr(fn, "f") and hasattr(fn.f, "maker"):  # e.g. model.compile_logp()
+        return fn.f.maker.fgraph
+    if hasattr(fn, "toposort"):  # a FunctionGraph
+        return fn
+    raise TypeError(
+        f"expected a compiled PyTensor function or a FunctionGraph, got {type(fn).__name__}"
+    )
 
-    The step methods of this package call it from ``set_rng``, so that the likelihood
-    estimates of a chain are reproducible from ``pm.sample(random_seed=...)`` and differ
-    between chains.
+
+def _inner_graphs(op) -> list:
+    """The inner function graphs of an Op (``OpFromGraph``, ``Scan``, ...), in a fixed order."""
+    graphs = getattr(op, "inner_graphs", None)  # PyTensor >= 3: {name: fgraph}
+    if isinstance(graphs, dict):
+        return [graphs[k] for k in sorted(graphs)]
+    if getattr(op, "fgraph", None) is not None:
+        return [op.fgraph]
+    return []
+
+
+def _walk(graph) -> Iterator[LikelihoodEstimatorOp]:
+    for node in graph.toposort():
+        yield from _walk_op(node.op)
+
+
+def _walk_op(op) -> Iterator[LikelihoodEstimatorOp]:
+    if isinstance(op, LikelihoodEstimatorOp):
+        yield op
+    elif isinstance(op, HasInnerGraph):
+        for inner in _inner_graphs(op):
+            yield from _walk(inner)
+    core = getattr(op, "core_op", None)  # Blockwise: the Op applied to each batch element
+    if core is not None:
+        yield from _walk_op(core)
+
+
+def find_estimators(fn) -> list[LikelihoodEstimatorOp]:
+    """Every :class:`LikelihoodEstimatorOp` a compiled function evaluates, each once.
+
+    Looks through the compiled graph and, recursively, the inner graphs of ``OpFromGraph``,
+    ``Scan`` (any Op with an inner graph) and the core Op of ``Blockwise``.  These are the
+    Op instances whose ``perform`` the compiled function calls on every backend (C or
+    Python virtual machine, Numba), so changing their generators takes effect without
+    recompiling.  The order is deterministic (topological, depth-first into inner graphs,
+    first occurrence kept), so a generator seeded from it gives reproducible runs.
 
     Parameters
     ----------
-    fn : pytensor.compile.function.types.Function
-        A compiled function (e.g. ``model.compile_logp().f``).
+    fn : pytensor.compile.function.types.Function, FunctionGraph or PyMC PointFunc
+        E.g. the log density a step compiled, or ``model.compile_logp()``.
+
+    Returns
+    -------
+    list of LikelihoodEstimatorOp
+
+    References
+    ----------
+    .. [1] Andrieu, C., Roberts, G. O. (2009). The pseudo-marginal approach for efficient
+       Monte Carlo computations. Annals of Statistics 37(2).
+
+    Examples
+    --------
+    >>> import pytensor, pytensor.tensor as pt
+    >>> from pytensor.compile.builders import OpFromGraph
+    >>> op = LikelihoodEstimatorOp(lambda x, rng: rng.normal() - 0.5, "lik")
+    >>> y = pt.dscalar("y")
+    >>> wrapped = OpFromGraph([y], [2.0 * op(y)])
+    >>> x = pt.dscalar("x")
+    >>> f = pytensor.function([x], wrapped(x) + 1.0)
+    >>> find_estimators(f) == [op]
+    True
+    """
+    seen: dict[int, LikelihoodEstimatorOp] = {}
+    for op in _walk(_outer_graph(fn)):
+        seen.setdefault(id(op), op)
+    return list(seen.values())
+
+
+def reseed_estimators(fn, rng: np.random.Generator) -> int:
+    """Give every estimator Op of a compiled function a generator drawn from ``rng``.
+
+    The step methods of this package call it whenever PyMC starts a chain (``set_rng`` in
+    PyMC 5, ``setup_chain`` in PyMC 6), so that the likelihood estimates of a chain are
+    reproducible from ``pm.sample(random_seed=...)`` and differ between chains.  Estimators
+    inside ``OpFromGraph``, ``Scan`` and ``Blockwise`` are included (:func:`find_estimators`).
+
+    Parameters
+    ----------
+    fn : pytensor.compile.function.types.Function, FunctionGraph or PyMC PointFunc
+        A compiled function (e.g. ``model.compile_logp()``).
     rng : numpy.random.Generator
-        Source of the new seeds.
+        Source of the new seeds: one ``rng.integers(2**63)`` per Op, in the order of
+        :func:`find_estimators`.
 
     Returns
     -------
     int
-        The number of :class:`LikelihoodEstimatorOp` nodes reseeded (visited in topological
-        order, so the result is deterministic).
+        The number of :class:`LikelihoodEstimatorOp` instances reseeded.
 
     References
     ----------
@@ -263,12 +454,85 @@ def reseed_estimators(fn, rng: np.random.Generator) -> int:
     ...     mu = pm.Normal("mu")
     ...     lik = pseudo_marginal_potential("lik", lambda mu, rng: rng.normal() - 0.5, mu)
     >>> logp = model.compile_logp()
-    >>> reseed_estimators(logp.f, np.random.default_rng(1))
+    >>> reseed_estimators(logp, np.random.default_rng(1))
     1
+    >>> a = logp({"mu": 0.0})
+    >>> _ = reseed_estimators(logp, np.random.default_rng(1))
+    >>> bool(logp({"mu": 0.0}) == a)
+    True
     """
-    count = 0
-    for node in fn.maker.fgraph.toposort():
-        if isinstance(node.op, LikelihoodEstimatorOp):
-            node.op.rng = np.random.default_rng(rng.integers(2**63))
-            count += 1
-    return count
+    ops = find_estimators(fn)
+    for op in ops:
+        op.rng = np.random.default_rng(rng.integers(2**63))
+    return len(ops)
+
+
+def estimator_states(fn) -> list[dict[str, Any]]:
+    """The generator states of the estimator Ops of a compiled function, for saving.
+
+    One ``rng.bit_generator.state`` dict (copied) per Op, in the order of
+    :func:`find_estimators`; plain Python data that pickles.  Together with the rest of a
+    step's state it makes a resumed chain bit-reproducible (see
+    :func:`set_estimator_states`).
+
+    Parameters
+    ----------
+    fn : pytensor.compile.function.types.Function, FunctionGraph or PyMC PointFunc
+
+    Returns
+    -------
+    list of dict
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu")
+    ...     lik = pseudo_marginal_potential("lik", lambda mu, rng: rng.normal() - 0.5, mu)
+    >>> logp = model.compile_logp()
+    >>> saved = estimator_states(logp)
+    >>> a = [logp({"mu": 0.0}) for _ in range(3)]
+    >>> set_estimator_states(logp, saved)
+    >>> [logp({"mu": 0.0}) for _ in range(3)] == a
+    True
+    """
+    return [_copy_state(op.rng.bit_generator.state) for op in find_estimators(fn)]
+
+
+def set_estimator_states(fn, states: Sequence[dict[str, Any]]) -> None:
+    """Restore generator states saved by :func:`estimator_states`.
+
+    Parameters
+    ----------
+    fn : pytensor.compile.function.types.Function, FunctionGraph or PyMC PointFunc
+        The same function (or one compiled from the same model, in another process).
+    states : sequence of dict
+        As returned by :func:`estimator_states`.
+
+    Raises
+    ------
+    ValueError
+        If the number of states differs from the number of estimator Ops.
+    """
+    ops = find_estimators(fn)
+    if len(states) != len(ops):
+        raise ValueError(
+            f"got {len(states)} estimator generator states for {len(ops)} estimator Op(s)"
+        )
+    for op, state in zip(ops, states, strict=True):
+        state = _copy_state(state)
+        bit_generator = getattr(np.random, state["bit_generator"])()
+        bit_generator.state = state
+        op.rng = np.random.Generator(bit_generator)
+
+
+def _copy_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a bit generator state (nested dicts of ints, strings and arrays)."""
+    copied: dict[str, Any] = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            value = _copy_state(value)
+        elif isinstance(value, np.ndarray):
+            value = value.copy()
+        copied[key] = value
+    return copied

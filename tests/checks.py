@@ -13,16 +13,37 @@ from dataclasses import dataclass, field
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
+import pytest
+from pymc.step_methods.compound import BlockedStep
 from scipy import stats
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.models.targets import banana_coverage_error
-from pymc_kameleon.steps.base import Proposal
+from pymc_kameleon.steps.base import BaseKernelStep, Proposal
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
 #: Covariance of the correlated 2-d Gaussian used by the ``gauss`` fixture (conftest.py).
 GAUSS_COV = np.array([[4.0, 1.8], [1.8, 1.0]])
+
+#: PyTensor compile modes that can run a Python Op (the likelihood estimator): Numba (PyTensor
+#: 3's default), the C virtual machine (PyTensor 2's default; needs a C compiler) and the
+#: Python virtual machine.
+BACKENDS = ["NUMBA", *(["CVM"] if pytensor.config.cxx else []), "FAST_COMPILE"]
+
+#: PyMC 5 hands a chain its generator with ``set_rng``, PyMC 6 with ``setup_chain``; the step
+#: base reseeds the likelihood estimators in the hook PyMC calls.  Until the base implements
+#: ``setup_chain`` (PyMC 6), estimator noise is not seeded from ``random_seed`` and the
+#: statistical tests calibrated on seeds are random.
+ESTIMATORS_RESEEDED_PER_CHAIN = (
+    not hasattr(BlockedStep, "setup_chain")
+    or BaseKernelStep.setup_chain is not BlockedStep.setup_chain
+)
+needs_estimator_reseeding = pytest.mark.xfail(
+    not ESTIMATORS_RESEEDED_PER_CHAIN, strict=False,
+    reason="PyMC 6: the step base does not reseed estimators in setup_chain yet",
+)
 
 
 class DropHastingsCorrection:

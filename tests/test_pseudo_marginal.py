@@ -1,15 +1,27 @@
 """pseudo_marginal_potential: estimators as PyMC potentials, sampled exactly."""
 
+import pickle
 import warnings
+from functools import partial
 
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
+import pytensor.tensor as pt
 import pytest
-from checks import sample
+from checks import BACKENDS, needs_estimator_reseeding, sample
+from pytensor.compile.builders import OpFromGraph
 from pytensor.gradient import NullTypeGradError
 
 from pymc_kameleon import KameleonStep, PseudoMarginalWarning, pseudo_marginal_potential
+from pymc_kameleon.pseudo_marginal import (
+    LikelihoodEstimatorOp,
+    estimator_states,
+    find_estimators,
+    reseed_estimators,
+    set_estimator_states,
+)
 
 Y = np.array([0.3, 1.8, 1.1, -0.4, 0.9, 2.2])
 NOISE = 0.4  # per observation: log-noise sd ~1 in total
@@ -42,6 +54,7 @@ def exact_reference():
                          compute_convergence_checks=False)
 
 
+@needs_estimator_reseeding
 def test_several_bounded_parameters_and_vector_output_are_exact(noisy_model, exact_reference):
     """Compared with NUTS on the exact likelihood.  Checked once: the re-estimating (MCWM)
     variant of KameleonStep fails this test (0.9-quantile of mu off by ~6.5 standard errors)."""
@@ -57,6 +70,7 @@ def test_several_bounded_parameters_and_vector_output_are_exact(noisy_model, exa
             assert abs(below.mean() - q) < 4 * se, (name, q)
 
 
+@needs_estimator_reseeding
 def test_seeded_runs_reproduce_and_chains_differ(noisy_model):
     a = sample(noisy_model, KameleonStep, draws=150, tune=100, chains=2, seed=9)
     b = sample(noisy_model, KameleonStep, draws=150, tune=100, chains=2, seed=9)
@@ -76,10 +90,13 @@ def test_no_gradient_and_a_clear_message(noisy_model):
         pm.NUTS()
 
 
+@pytest.mark.parametrize("mode", [None, *BACKENDS])
 @pytest.mark.parametrize("step", [pm.Metropolis, pm.Slice, pm.DEMetropolisZ])
-def test_inexact_pymc_steps_warn(noisy_model, step):
+def test_inexact_pymc_steps_warn(noisy_model, step, mode):
+    """On every backend (Numba never calls ``make_thunk``; the C and Python VMs do)."""
+    kwargs = {} if mode is None else {"compile_kwargs": {"mode": mode}}
     with noisy_model, pytest.warns(PseudoMarginalWarning, match="NOT target the exact"):
-        step()
+        step(**kwargs)
 
 
 def test_default_pm_sample_assignment_warns(noisy_model):
@@ -104,3 +121,121 @@ def test_nan_estimates_are_rejections():
     assert model.compile_logp()({"x": 2.0}) == -np.inf
     idata = sample(model, KameleonStep, draws=500, tune=200, chains=1)
     assert idata.posterior.x.values.max() <= 1.0
+
+
+# ----------------------------------------------------------------------------- compiled graphs
+def _estimate(x, rng):
+    """Module level, so that compiled functions holding it can be pickled."""
+    return -0.5 * float(np.sum(x**2)) + rng.normal() - 0.5
+
+
+def _scan(fn, x):
+    try:
+        return pytensor.scan(fn, sequences=[x], return_updates=False)
+    except TypeError:  # PyTensor without return_updates
+        return pytensor.scan(fn, sequences=[x])[0]
+
+
+def _graph(op, where):
+    """``(input, output)`` with ``op`` applied in the outer graph or inside inner graphs."""
+    x = pt.dmatrix("x")
+    y = pt.dvector("y")
+    wrapped = OpFromGraph([y], [2.0 * op(y)])
+    if where == "outer":
+        return x, op(x)
+    if where == "OpFromGraph":
+        return x, wrapped(x[0]) + 1.0
+    if where == "Scan":
+        return x, _scan(op, x).sum()
+    if where == "Scan of OpFromGraph":
+        return x, _scan(wrapped, x).sum()
+    raise ValueError(where)
+
+
+@pytest.mark.parametrize("mode", BACKENDS)
+@pytest.mark.parametrize("where", ["outer", "OpFromGraph", "Scan", "Scan of OpFromGraph"])
+def test_estimators_in_inner_graphs_are_found_and_reseeded(mode, where):
+    op = LikelihoodEstimatorOp(_estimate, "lik", seed=0)
+    x, out = _graph(op, where)
+    fn = pytensor.function([x], out, mode=mode)
+    assert find_estimators(fn) == [op]
+    value = np.ones((3, 2))
+
+    def run(seed):
+        assert reseed_estimators(fn, np.random.default_rng(seed)) == 1
+        return [float(fn(value)) for _ in range(4)]
+
+    first = run(1)
+    assert len(set(first)) == 4  # a new estimate at every call
+    assert run(1) == first
+    assert run(2) != first
+
+
+def _two_estimators(mode):
+    """A function of two estimator Ops, one of them inside a Scan."""
+    outer = LikelihoodEstimatorOp(_estimate, "outer", seed=1)
+    inner = LikelihoodEstimatorOp(_estimate, "inner", seed=2)
+    x = pt.dmatrix("x")
+    fn = pytensor.function([x], outer(x) + _scan(inner, x).sum(), mode=mode)
+    assert {op.name for op in find_estimators(fn)} == {"outer", "inner"}
+    return fn
+
+
+@pytest.mark.parametrize("mode", BACKENDS)
+def test_estimator_states_round_trip(mode):
+    fn = _two_estimators(mode)
+    value = np.ones((3, 2))
+    saved = estimator_states(fn)
+    first = [float(fn(value)) for _ in range(3)]
+    set_estimator_states(fn, saved)
+    assert [float(fn(value)) for _ in range(3)] == first
+    with pytest.raises(ValueError, match="2 estimator Op"):
+        set_estimator_states(fn, saved[:1])
+
+
+def test_estimator_states_restore_a_pickled_copy():
+    """As a step sent to a worker process: plain data, restored into copies of the Ops."""
+    fn = _two_estimators("FAST_COMPILE")
+    value = np.ones((3, 2))
+    saved = pickle.loads(pickle.dumps(estimator_states(fn)))
+    first = [float(fn(value)) for _ in range(3)]
+    copy = pickle.loads(pickle.dumps(fn))
+    set_estimator_states(copy, saved)
+    assert [float(copy(value)) for _ in range(3)] == first
+
+
+def test_estimator_states_keep_the_bit_generator():
+    op = LikelihoodEstimatorOp(_estimate, "lik", seed=np.random.Generator(np.random.MT19937(3)))
+    x = pt.dvector("x")
+    fn = pytensor.function([x], op(x))
+    saved = estimator_states(fn)
+    first = [float(fn(np.zeros(2))) for _ in range(3)]
+    set_estimator_states(fn, saved)
+    assert isinstance(op.rng.bit_generator, np.random.MT19937)
+    assert [float(fn(np.zeros(2))) for _ in range(3)] == first
+
+
+def test_estimates_are_never_constant_folded():
+    op = LikelihoodEstimatorOp(_estimate, "lik", seed=0)
+    fn = pytensor.function([], op(pt.constant(np.zeros(2))))
+    assert find_estimators(fn) == [op]
+    assert fn() != fn()
+
+
+@pytest.mark.parametrize("mode", BACKENDS[1:])
+def test_chains_are_identical_on_every_backend(mode):
+    """Same seeds, same estimates, same draws whichever backend compiled the step's log
+    density: exactness and reproducibility checked on one backend carry over to all."""
+
+    def run(mode):
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 2.0)
+            sigma = pm.HalfNormal("sigma", 2.0)
+            pseudo_marginal_potential("lik", _noisy_vector_loglik, mu, sigma, seed=4)
+        step = partial(KameleonStep, compile_kwargs={"mode": mode})
+        return sample(model, step, draws=150, tune=100, chains=2, seed=8)
+
+    ref, other = run(BACKENDS[0]), run(mode)
+    np.testing.assert_allclose(other.sample_stats.lp.values, ref.sample_stats.lp.values,
+                               rtol=1e-12)
+    np.testing.assert_allclose(other.posterior.mu.values, ref.posterior.mu.values, rtol=1e-12)
