@@ -30,6 +30,7 @@ import numpy as np
 import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep
+from pymc_kameleon.compat import as_dataset, group_dataset
 from pymc_kameleon.models import banana_model, counted_model, flower_model
 from pymc_kameleon.models.targets import (
     banana_coverage_error,
@@ -302,7 +303,7 @@ def run_chain(target: Target, sampler: str, seed: int, tune: int, draws: int,
         stats = idata.sample_stats
         accept = float(stats["accepted"].mean()) if "accepted" in stats else float("nan")
     X = idata.posterior["x"].values[0]  # (draws, dim)
-    ess = float(az.ess(idata.posterior[["x"]], method="bulk")["x"].values.min())
+    ess = float(as_dataset(az.ess(group_dataset(idata)[["x"]], method="bulk"))["x"].values.min())
     trace = None
     if keep_trace:
         thin = max(1, X.shape[0] // TRACE_POINTS)

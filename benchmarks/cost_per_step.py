@@ -35,6 +35,7 @@ import pymc as pm
 from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep
+from pymc_kameleon.compat import start_chain
 from pymc_kameleon.models import banana_model
 
 from .common import quiet_pymc
@@ -68,7 +69,7 @@ def time_steps(make_step, checkpoints: list[int], block: int, seed: int = 0) -> 
     model = banana_model(DIM, b=B)
     with model:
         step = make_step()
-    step.set_rng(np.random.default_rng(seed))
+    start_chain(step, np.random.default_rng(seed))
     point = model.initial_point()
     taken, out = 0, {}
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import arviz as az
 import pymc as pm
 
 from pymc_kameleon import KameleonStep
+from pymc_kameleon.compat import summary_table
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.targets import banana_coverage_error
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n=== {name}: {seconds:.1f} s, acceptance "
               f"{float(idata.sample_stats['accepted'].mean()):.2f}, "
               f"quantile coverage error {error:.3f} ===")
-        print(az.summary(idata, kind="all").to_string())
+        print(summary_table(idata).to_string())
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: threads only cost
 
-import arviz as az  # noqa: E402
 import pymc as pm  # noqa: E402
 
 from pymc_kameleon import (  # noqa: E402
@@ -32,6 +31,7 @@ from pymc_kameleon import (  # noqa: E402
     KernelHMCStep,
     RandomWalkStep,
 )
+from pymc_kameleon.compat import summary_table  # noqa: E402
 from pymc_kameleon.models import gp_classification_model  # noqa: E402
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         seconds = time.perf_counter() - start
     print(f"\n{args.sampler}: {seconds:.0f} s, acceptance "
           f"{float(idata.sample_stats['accepted'].mean()):.2f}")
-    print(az.summary(idata, var_names=["theta"]).to_string())
+    print(summary_table(idata, var_names=["theta"]).to_string())
 
     if str(args.plot):
         try:

@@ -19,6 +19,7 @@ from pymc.step_methods.compound import BlockedStep
 from scipy import stats
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from pymc_kameleon.compat import ARVIZ_VERSION, group_dataset, max_rhat
 from pymc_kameleon.models.targets import banana_coverage_error
 from pymc_kameleon.steps.base import BaseKernelStep, Proposal
 
@@ -69,6 +70,13 @@ def sample(model, step_factory, *, draws, tune, chains=2, cores=1, seed=0, **kwa
         )
 
 
+def plot_trace(idata, group: str = "posterior", var_names: list[str] | None = None):
+    """``az.plot_trace`` of one group: ArviZ 1 takes ``group=``, ArviZ 0.x the group itself."""
+    if ARVIZ_VERSION[0] >= 1:
+        return az.plot_trace(idata, group=group, var_names=var_names)
+    return az.plot_trace(group_dataset(idata, group), var_names=var_names)
+
+
 def moment_zscores(x: np.ndarray, mean: float, var: float) -> tuple[float, float]:
     """z-scores of the sample mean and variance of ``x`` (chain, draw) against the truth.
 
@@ -99,7 +107,7 @@ def banana_check(idata, b: float, v: float, name: str = "x") -> tuple[float, flo
     """(quantile coverage error of |z|^2 against chi2_d, max R-hat) of a banana posterior."""
     x = idata.posterior[name].values
     err = banana_coverage_error(x.reshape(-1, x.shape[-1]), b, v)
-    rhat = float(az.rhat(idata)[name].max())
+    rhat = max_rhat(idata, [name])
     return float(err), rhat
 
 
