@@ -1,0 +1,79 @@
+"""pymc_kameleon.compat: the helpers behave the same on PyMC 5 / ArviZ 0.x and PyMC 6 / ArviZ 1."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytest
+import xarray as xr
+from checks import sample
+
+from pymc_kameleon import compat
+
+
+def test_versions_are_parsed():
+    assert compat._version("3.3.7+4.g1a2b") == (3, 3)
+    assert compat._version("6.4.0") == (6, 4)
+    assert compat.PYMC_VERSION[0] in (5, 6)
+    assert compat.PYTENSOR_VERSION[0] == (3 if compat.PYMC_VERSION[0] == 6 else 2)
+    with pytest.raises(ValueError):
+        compat._version("dev")
+
+
+def test_default_compile_kwargs_follow_pytensor_and_the_user():
+    kwargs = compat.default_compile_kwargs()
+    if compat.PYTENSOR_VERSION[0] < 3:
+        assert kwargs == {}  # PyTensor 2's default is the C VM already
+    elif pytensor.config.cxx:
+        assert kwargs == {"mode": "CVM"}
+    with pytensor.config.change_flags(linker="vm"):  # the user chose: keep it
+        assert compat.default_compile_kwargs() == {}
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        assert compat.default_compile_kwargs() == {}
+    user = {"mode": "NUMBA", "on_unused_input": "ignore"}
+    merged = compat.logp_compile_kwargs(user)
+    assert merged == user and merged is not user
+    assert compat.logp_compile_kwargs(None) == kwargs
+
+
+def test_start_chain_seeds_the_step():
+    with pm.Model():
+        pm.Normal("x")
+        step = pm.Metropolis()
+    draws = []
+    for _ in range(2):
+        compat.start_chain(step, np.random.default_rng(3), tune=10, draws=10)
+        draws.append(step.rng.uniform(size=3))
+    np.testing.assert_array_equal(*draws)
+
+
+@pytest.fixture(scope="module")
+def idata():
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=2)
+        pm.Normal("y", 0.0, 1.0)
+    return sample(model, pm.Metropolis, draws=200, tune=100, chains=2, seed=1)
+
+
+def test_group_dataset_and_multi_variable_selection(idata):
+    post = compat.group_dataset(idata)
+    assert isinstance(post, xr.Dataset)
+    assert set(post[["x", "y"]].data_vars) == {"x", "y"}
+    stats = compat.group_dataset(idata, "sample_stats")
+    assert "accepted" in stats.data_vars
+    assert compat.as_dataset(post) is post
+    with pytest.raises(TypeError, match="Dataset or DataTree"):
+        compat.as_dataset(np.zeros(2))
+
+
+def test_max_rhat_on_results_and_datasets(idata):
+    value = compat.max_rhat(idata)
+    assert 0.9 < value < 1.2
+    assert compat.max_rhat(compat.group_dataset(idata)) == value
+    assert compat.max_rhat(idata, ["y"]) <= value
+
+
+def test_summary_table_has_the_common_columns(idata):
+    table = compat.summary_table(idata)
+    assert tuple(table.columns) == compat.SUMMARY_COLUMNS
+    assert list(table.index) == ["x[0]", "x[1]", "y"]
+    assert list(compat.summary_table(idata, var_names=["y"]).index) == ["y"]
