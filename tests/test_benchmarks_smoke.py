@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks import synthetic
+from benchmarks import logp_backend, synthetic
 from benchmarks.common import SAMPLERS
 
 
@@ -40,3 +40,23 @@ def test_cli_rejects_unknown_sampler(tmp_path, capsys):
     with pytest.raises(SystemExit):
         synthetic.main(["--target", "flower", "--samplers", "nope", "--out", str(tmp_path)])
     assert "unknown samplers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model", ["banana8", "gpc"])
+def test_logp_backend_measures_a_model(model):
+    """``python -m benchmarks.logp_backend`` measures in worker processes; one measurement
+    in-process here (the Python VM: no compiler needed)."""
+    out = logp_backend.measure(model, "FAST_COMPILE", calls=200)
+    assert out["compile"] > 0 and out["first_call"] > 0 and out["per_call_us"] > 0
+    assert out["dim"] == {"banana8": 8, "gpc": 5}[model]
+
+
+def test_logp_backend_break_even_lines():
+    def warm(start, per_call):
+        return {"compile": start, "first_call": 0.0, "per_call_us": per_call}
+
+    rows = [("hier10", "NUMBA", {}, warm(1.0, 2.0)), ("hier10", "CVM", {}, warm(0.5, 4.0)),
+            ("banana8", "NUMBA", {}, warm(1.0, 3.0)), ("banana8", "CVM", {}, warm(0.5, 2.0))]
+    lines = logp_backend._break_even(rows)
+    assert "Numba is ahead after 250,000 calls" in lines[0]
+    assert "CVM is ahead at any number of calls" in lines[1]
