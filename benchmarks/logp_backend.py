@@ -27,9 +27,10 @@ steps; the minimum is the least disturbed by other processes on a shared machine
 Modes: ``NUMBA`` (PyTensor 3's default), ``CVM`` (the C virtual machine, PyTensor 2's
 default; a Python Op runs its ``perform`` inside it), and ``VM`` (the Python virtual machine,
 no compiler; reference).  The models: ``hier10`` (eight schools, non-centred: 10 parameters),
-``gauss50`` (50-d correlated Gaussian), ``banana8`` (8-d banana B(0.1, 100)) and ``gpc`` (the
-pseudo-marginal GP classification model on 150 synthetic points in 5 dimensions, 100
-importance samples: a Python estimator Op).
+``gauss50`` (50-d correlated Gaussian), ``banana8`` (8-d banana B(0.1, 100)), ``noisy1`` (a
+normal prior and a trivial likelihood estimator: the cost of calling a Python estimator Op)
+and ``gpc`` (the pseudo-marginal GP classification model on 150 synthetic points in 5
+dimensions, 100 importance samples: a realistic estimator).
 """
 
 from __future__ import annotations
@@ -54,16 +55,23 @@ MODELS = {
     "hier10": "eight schools, non-centred (d = 10)",
     "gauss50": "correlated Gaussian (d = 50)",
     "banana8": "banana B(0.1, 100) (d = 8)",
+    "noisy1": "cheap estimator Op (d = 1)",
     "gpc": "GP classification, estimator Op (d = 5)",
 }
 DEFAULT_MODES = ("NUMBA", "CVM", "VM")
 BLOCKS = 7
 
 
+def _noisy_loglik(mu, rng):
+    """log of an unbiased estimate of N(1 | mu, 1), up to a constant (log-normal noise)."""
+    return -0.5 * (1.0 - mu) ** 2 + 0.5 * rng.standard_normal() - 0.125
+
+
 def _build(key: str):
     """The PyMC model of ``key`` (built inside the worker process)."""
     import pymc as pm
 
+    from pymc_kameleon import pseudo_marginal_potential
     from pymc_kameleon.models import banana_model, gaussian_model, gp_classification_model
 
     if key == "hier10":
@@ -81,6 +89,11 @@ def _build(key: str):
         return gaussian_model(a @ a.T / 50 + np.eye(50))
     if key == "banana8":
         return banana_model(8, b=0.1)
+    if key == "noisy1":
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 1.0)
+            pseudo_marginal_potential("lik", _noisy_loglik, mu, seed=1)
+        return model
     if key == "gpc":
         rng = np.random.default_rng(5)
         X = rng.normal(size=(150, 5))
