@@ -13,8 +13,8 @@ worker compiles its own functions.
 
 Same seeds, same draws.  ``pm.sample(chains=n, random_seed=S)`` spawns one
 :class:`numpy.random.Generator` per chain, ``get_random_generator(S).spawn(n)``, and uses
-chain ``i``'s generator for its initial point and its step (``step.set_rng``).  The driver
-derives the seed sequence of each chain's *parent* (the root seed sequence with ``i``
+chain ``i``'s generator for its initial point and its step (``step.set_rng`` in PyMC 5,
+``step.setup_chain`` in PyMC 6).  The driver derives the seed sequence of each chain's *parent* (the root seed sequence with ``i``
 children already spawned) and the task passes a generator built on it as the
 ``random_seed`` of ``pm.sample(chains=1)``, whose single spawned child is then exactly chain
 ``i``'s generator.  So chain ``i`` is drawn bit for bit as by
