@@ -4,10 +4,9 @@ pymc-kameleon supports both PyMC majors from one code base; everything that depe
 installed versions is here (and, for likelihood-estimator Ops in compiled graphs, in
 :mod:`pymc_kameleon.pseudo_marginal`):
 
-* the default compile mode of the log density our steps compile
-  (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`): PyTensor 3 compiles with
-  Numba by default, PyTensor 2 with its C backend; ``docs/benchmarks/logp_backend.md`` has the
-  measurements behind the choice;
+* the recommended compile mode of a step's log density (:func:`default_compile_kwargs`,
+  :func:`logp_compile_kwargs`): PyTensor 3 compiles with Numba by default, PyTensor 2 with
+  its C backend; ``docs/benchmarks/logp_backend.md`` has the measurements behind the choice;
 * how a chain hands a step its generator (:func:`start_chain`): ``step.set_rng(rng)`` in
   PyMC 5, ``step.setup_chain(rng, tune, draws)`` in PyMC 6;
 * ArviZ results (:func:`as_dataset`, :func:`group_dataset`, :func:`max_rhat`,
@@ -70,17 +69,20 @@ SUMMARY_COLUMNS = ("mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail",
 
 # ----------------------------------------------------------------------------- compilation
 def default_compile_kwargs() -> dict[str, Any]:
-    """Compile options for the log density our step methods compile, when the user gives none.
+    """Recommended compile options for a step's log density, when the user gives none.
 
-    On PyTensor 3 the default mode is Numba.  The log density of a step is compiled once and
-    then called once per iteration with a small vector, so what counts is the time to the
-    first result and the overhead of a call; the C virtual machine (``"CVM"``) wins both
-    on every model we measured (``docs/benchmarks/logp_backend.md``: 2-4x cheaper calls, and
-    a Numba graph holding a Python Op such as a likelihood estimator is recompiled in every
-    process).  So, when PyTensor 3 has a C compiler and the user has not chosen a mode or
-    linker in PyTensor's configuration, we ask for ``mode="CVM"``.  Everywhere else (PyTensor
-    2, whose default already is the C VM; no C compiler; a mode set through
-    ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own default is kept.
+    On PyTensor 3 the default mode is Numba.  A step compiles its log density once and then
+    calls it once per iteration, so what counts is the time to the first result, paid in
+    every session and every chain process; the cost of a call differs between the backends
+    by a few microseconds, small next to a step's own cost.  With a warm compile directory
+    the C virtual machine (``"CVM"``) gave its first result 0.3-0.65 s sooner than Numba on
+    models without a likelihood estimator and 2.4 s sooner on the GP-classification
+    estimator, whose graph Numba compiles again in every process
+    (``docs/benchmarks/logp_backend.md``).  So, when PyTensor 3 has a C compiler and the
+    user has not chosen a mode or linker in PyTensor's configuration, this asks for
+    ``mode="CVM"``.  Everywhere else (PyTensor 2, whose default already is the C VM; no C
+    compiler; a mode set through ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own
+    default is kept.
 
     Returns
     -------
