@@ -14,13 +14,14 @@ worker compiles its own functions.
 Same seeds, same draws.  ``pm.sample(chains=n, random_seed=S)`` spawns one
 :class:`numpy.random.Generator` per chain, ``get_random_generator(S).spawn(n)``, and uses
 chain ``i``'s generator for its initial point and its step (``step.set_rng`` in PyMC 5,
-``step.setup_chain`` in PyMC 6).  The driver derives the seed sequence of each chain's *parent* (the root seed sequence with ``i``
-children already spawned) and the task passes a generator built on it as the
-``random_seed`` of ``pm.sample(chains=1)``, whose single spawned child is then exactly chain
-``i``'s generator.  So chain ``i`` is drawn bit for bit as by
-``pm.sample(chains=n, cores=1, random_seed=S)`` with the same step method, for every step
-method whose randomness comes from the generator that ``pm.sample`` gives it (all steps of
-this package, including their reseeding of pseudo-marginal estimators).  With
+``step.setup_chain`` in PyMC 6).  The driver derives the seed sequence of each chain's
+*parent* (the root seed sequence with ``i`` children already spawned) and the task passes a
+generator built on it as the ``random_seed`` of ``pm.sample(chains=1)``, whose single
+spawned child is then exactly chain ``i``'s generator.  So chain ``i`` is drawn bit for bit
+as by ``pm.sample(chains=n, cores=1, random_seed=S)`` with the same step method, for every
+step method whose randomness comes from the generator that ``pm.sample`` gives it (all steps
+of this package; with PyMC 5 also their reseeding of pseudo-marginal estimators, which they
+do not do yet with PyMC 6).  With
 ``random_seed=None`` the driver draws fresh entropy once, so a re-run task (after a worker
 died) repeats the same draws.
 
