@@ -154,7 +154,9 @@ def start_chain(step, rng, tune: int = 0, draws: int = 0) -> None:
     ...     step = pm.Metropolis()
     >>> start_chain(step, np.random.default_rng(1))
     """
-    if hasattr(step, "setup_chain"):
+    # by version, not by ``hasattr``: a step class may define ``setup_chain`` for PyMC 6
+    # while running on PyMC 5, whose base classes have no ``setup_chain`` to delegate to
+    if PYMC_VERSION[0] >= 6:
         step.setup_chain(rng, tune, draws)
     else:
         step.set_rng(rng)
