@@ -20,8 +20,7 @@ generator built on it as the ``random_seed`` of ``pm.sample(chains=1)``, whose s
 spawned child is then exactly chain ``i``'s generator.  So chain ``i`` is drawn bit for bit
 as by ``pm.sample(chains=n, cores=1, random_seed=S)`` with the same step method, for every
 step method whose randomness comes from the generator that ``pm.sample`` gives it (all steps
-of this package; with PyMC 5 also their reseeding of pseudo-marginal estimators, which they
-do not do yet with PyMC 6).  With
+of this package, including their reseeding of pseudo-marginal estimators).  With
 ``random_seed=None`` the driver draws fresh entropy once, so a re-run task (after a worker
 died) repeats the same draws.
 

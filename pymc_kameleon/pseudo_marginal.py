@@ -426,9 +426,8 @@ def reseed_estimators(fn, rng: np.random.Generator) -> int:
 
     Called with the chain's generator when a chain starts, it makes the likelihood estimates
     of a chain reproducible from ``pm.sample(random_seed=...)`` and different between
-    chains.  The step methods of this package call it from ``set_rng``, which PyMC 5 calls
-    per chain; PyMC 6 calls ``setup_chain(rng, tune, draws)`` instead, where they do not
-    call it yet.  Estimators
+    chains.  The step methods of this package call it when PyMC starts a chain
+    (``set_rng`` in PyMC 5, ``setup_chain`` in PyMC 6).  Estimators
     inside ``OpFromGraph``, ``Scan`` and ``Blockwise`` are included (:func:`find_estimators`).
 
     Parameters
