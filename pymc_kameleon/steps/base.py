@@ -49,6 +49,7 @@ from pymc.util import (
     get_state_from_generator,
     get_value_vars_from_user_vars,
 )
+from pymc.vartypes import discrete_types
 from rich.progress import TextColumn
 from rich.table import Column
 
@@ -61,6 +62,7 @@ from ..adaptation.warmup import (
     regularised_covariance,
     window_ends,
 )
+from ..compat import logp_compile_kwargs
 from ..pseudo_marginal import PseudoMarginalWarning, reseed_estimators
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, point_key
@@ -198,7 +200,8 @@ class BaseKernelStep(ArrayStepShared):
         [logp], raveled_input = join_nonshared_inputs(
             point=initial_point, outputs=[model.logp()], inputs=vars, shared_inputs=shared
         )
-        self._logp_fn = compile_pytensor([raveled_input], logp, **(compile_kwargs or {}))
+        self._logp_fn = compile_pytensor([raveled_input], logp,
+                                          **logp_compile_kwargs(compile_kwargs))
         self._logp_fn.trust_input = True
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
@@ -252,7 +255,7 @@ class BaseKernelStep(ArrayStepShared):
     # ------------------------------------------------------------------ PyMC protocol
     @classmethod
     def _check_continuous(cls, vars) -> None:
-        discrete = [v.name for v in vars if v.dtype in pm.discrete_types]
+        discrete = [v.name for v in vars if v.dtype in discrete_types]
         if discrete:
             raise ValueError(
                 f"{cls.__name__} samples continuous variables only, but got discrete "
@@ -264,7 +267,7 @@ class BaseKernelStep(ArrayStepShared):
     @staticmethod
     def competence(var, has_grad=None):
         """COMPATIBLE for continuous variables, INCOMPATIBLE for discrete ones."""
-        if var.dtype in pm.discrete_types:
+        if var.dtype in discrete_types:
             return Competence.INCOMPATIBLE
         return Competence.COMPATIBLE
 
