@@ -63,7 +63,12 @@ from ..adaptation.warmup import (
     window_ends,
 )
 from ..compat import logp_compile_kwargs
-from ..pseudo_marginal import PseudoMarginalWarning, reseed_estimators
+from ..pseudo_marginal import (
+    PseudoMarginalWarning,
+    estimator_states,
+    reseed_estimators,
+    set_estimator_states,
+)
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, point_key
 
@@ -296,8 +301,6 @@ class BaseKernelStep(ArrayStepShared):
     # ------------------------------------------------------------------ state
     @property
     def sampling_state(self) -> KernelStepState:
-        from ..pseudo_marginal import estimator_states
-
         return KernelStepState(
             var_names=[v.name for v in self.vars],
             rng=get_state_from_generator(self.rng),
@@ -309,8 +312,6 @@ class BaseKernelStep(ArrayStepShared):
 
     @sampling_state.setter
     def sampling_state(self, state: KernelStepState) -> None:
-        from ..pseudo_marginal import set_estimator_states
-
         if not isinstance(state, KernelStepState):
             raise TypeError(f"expected a KernelStepState, got {type(state).__name__}")
         names = [v.name for v in self.vars]
@@ -480,7 +481,7 @@ class BaseKernelStep(ArrayStepShared):
             w.precond = AffineMap.identity(self.dim)
         else:
             w.precond = AffineMap.from_cov(np.zeros(self.dim), cfg["cov"])
-        s0 = 2.38 / np.sqrt(self.dim)
+        s0 = self._rw_scale0
         w.rw = RobbinsMonro(cfg["scale"] or s0, cfg["target"], cfg["exponent"],
                             lower=1e-4 * s0, upper=100 * s0)
         w.window = WindowMoments(self.dim)
@@ -545,6 +546,11 @@ class BaseKernelStep(ArrayStepShared):
         w.accepts = []
         w.draw += 1
 
+    @property
+    def _rw_scale0(self) -> float:
+        """Optimal random-walk scale on a standard Gaussian (whitened units)."""
+        return 2.38 / np.sqrt(self.dim)
+
     def _warmup_length(self) -> int:
         if self.warmup_draws is not None:
             return self.warmup_draws
@@ -570,7 +576,7 @@ class BaseKernelStep(ArrayStepShared):
     def _update_preconditioner(self) -> None:
         w = self._warm
         d = self.dim
-        s0 = 2.38 / np.sqrt(d)
+        s0 = self._rw_scale0
         ratio = w.rw.value / s0
         if w.laplace and w.window_index == 0 and not 0.2 < ratio < 5.0:
             w.laplace, w.prior_cov = False, None  # the Laplace scale disagrees with the chain
