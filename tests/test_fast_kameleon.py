@@ -65,7 +65,6 @@ def test_feature_moments_equal_batch_formulas(gauss, history):
 
 def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history):
     step = _step_with_history(gauss, history, bandwidth=1.5)
-    step._dtype = np.dtype(float)
     a = step._adapt
     C = np.cov(a.features.features(history).T, bias=True)
 

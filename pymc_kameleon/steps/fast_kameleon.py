@@ -139,12 +139,8 @@ class FastKameleonStep(LocalGaussianStep):
         8-d bananas Halton frequencies with ``D = 200`` distort the proposal about as little
         as independent ones with ``D = 800``.
     gamma : float, default 0.1
-        Standard deviation of the isotropic exploration term, in the whitened coordinates
-        of the warm-up (units of the posterior's learned scale; the paper used 0.2 on
-        unit-scale targets).  0.1 because whitening by the *global* covariance makes the
-        narrow direction of a curved target thin: on the 2-d banana B(0.1, 100) (4 chains,
-        tune 2000, 8000 draws, seeds 4 and 5) gamma 0.2 gave R-hat 1.15 / 1.02, gamma 0.1
-        1.07 / 1.01, gamma 0.05 1.06 / 1.02.
+        Standard deviation of the isotropic exploration term, in whitened units (see
+        :class:`~pymc_kameleon.KameleonStep` for the measurement behind the default).
     eta2 : float, optional
         Initial ``eta^2``; default ``(2.38^2 / (2 d)) * 4 s^4``.
     bandwidth : float, optional
