@@ -448,6 +448,23 @@ RNGS = {
 }
 
 
+def replay_from_saved_state(step, start):
+    """Tune 230 draws, save the state, continue through stop_tuning, restore, replay.
+
+    Asserts that the replay is bit-identical and ends in the same state; returns the saved
+    state, the point it belongs to and the first continuation."""
+    point, _ = run_steps(step, start, 230, 0)
+    saved, saved_point = step.sampling_state, point
+    _, run1 = run_steps(step, point, 30, 30)
+    final = step.sampling_state
+    step.sampling_state = saved
+    _, run2 = run_steps(step, saved_point, 30, 30)
+    assert_same_record(run1, run2)
+    assert states_equal(step.sampling_state, final)
+    assert not states_equal(saved, final)
+    return saved, saved_point, run1
+
+
 @pytest.mark.parametrize("rng", list(RNGS))
 def test_sampling_state_round_trip(entry, normal3, rng):
     """Save the state while tuning, continue (through stop_tuning); restoring the state
@@ -458,15 +475,7 @@ def test_sampling_state_round_trip(entry, normal3, rng):
     fresh = copy.deepcopy(step)
     step.tune = True
     with contract("sampling_state round trip"):
-        point, _ = run_steps(step, normal3.initial_point(), 230, 0)
-        saved, saved_point = step.sampling_state, point
-        _, run1 = run_steps(step, point, 30, 30)
-        final = step.sampling_state
-        step.sampling_state = saved
-        _, run2 = run_steps(step, saved_point, 30, 30)
-    assert_same_record(run1, run2)
-    assert states_equal(step.sampling_state, final)
-    assert not states_equal(saved, final)
+        saved, saved_point, run1 = replay_from_saved_state(step, normal3.initial_point())
     with contract("setting a saved state on a deep copy"):
         fresh.sampling_state = saved
         assert states_equal(fresh.sampling_state, saved)
@@ -480,15 +489,7 @@ def test_compound_sampling_state_round_trip(entry, two_blocks):
     with two_blocks:
         step = CompoundStep([entry([x], rng=1), entry([y], rng=2), pm.Metropolis([k], rng=3)])
     with contract("CompoundStep sampling_state round trip"):
-        point, _ = run_steps(step, two_blocks.initial_point(), 230, 0)
-        saved, saved_point = step.sampling_state, point
-        _, run1 = run_steps(step, point, 30, 30)
-        final = step.sampling_state
-        step.sampling_state = saved
-        _, run2 = run_steps(step, saved_point, 30, 30)
-    assert_same_record(run1, run2)
-    assert states_equal(step.sampling_state, final)
-    assert not states_equal(saved, final)
+        replay_from_saved_state(step, two_blocks.initial_point())
 
 
 def test_pm_sample_reproducible_after_state_restore(entry, normal3):

@@ -90,24 +90,23 @@ def radon_noncentred() -> pm.Model:
     return _radon(centred=False)
 
 
-def logistic_model() -> pm.Model:
-    """Logistic regression, 8 standardised predictors + intercept, ``N(0, 2.5)`` priors."""
-    X, y = logistic_data()
+def _logistic(X: np.ndarray, y: np.ndarray, prior_sd: float) -> pm.Model:
+    """Logistic regression with intercept, ``N(0, prior_sd)`` priors on every coefficient."""
     with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, 2.5)
-        beta = pm.Normal("beta", 0.0, 2.5, shape=X.shape[1])
+        alpha = pm.Normal("alpha", 0.0, prior_sd)
+        beta = pm.Normal("beta", 0.0, prior_sd, shape=X.shape[1])
         pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
     return model
+
+
+def logistic_model() -> pm.Model:
+    """Logistic regression, 8 standardised predictors + intercept, ``N(0, 2.5)`` priors."""
+    return _logistic(*logistic_data(), prior_sd=2.5)
 
 
 def logistic_raw_model() -> pm.Model:
     """Logistic regression on *unstandardised, collinear* predictors, ``N(0, 10)`` priors."""
-    X, y = logistic_raw_data()
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, 10.0)
-        beta = pm.Normal("beta", 0.0, 10.0, shape=X.shape[1])
-        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
-    return model
+    return _logistic(*logistic_raw_data(), prior_sd=10.0)
 
 
 def logistic_raw_whitened() -> pm.Model:
