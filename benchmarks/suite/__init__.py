@@ -1,7 +1,7 @@
 """Real-model benchmark suite: PyMC models with reference posteriors, every sampler compared.
 
 * :mod:`~benchmarks.suite.models`: model factories and their metadata (:data:`MODELS`);
-  data in :mod:`~benchmarks.suite.data`, the black-box ODE in :mod:`~benchmarks.suite.ode`.
+  data in :mod:`~benchmarks.suite.data`, the black-box ODE in :mod:`pymc_kameleon.models.ode`.
 * :mod:`~benchmarks.suite.reference`: cached reference posteriors
   (``python -m benchmarks.suite.reference --model NAME``); closed forms in
   :mod:`~benchmarks.suite.analytic`.

@@ -18,7 +18,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_kameleon.models import banana_model, flower_model, gp_classification_model
+from pymc_kameleon.models import (
+    banana_model,
+    flower_model,
+    gp_classification_model,
+    lotka_volterra_model,
+)
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
 
 from .data import (
@@ -30,7 +35,6 @@ from .data import (
     radon_data,
     scales_data,
 )
-from .ode import lotka_volterra_model
 
 __all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
            "set_glass_path"]

@@ -6,6 +6,8 @@
 * :mod:`pymc_kameleon.models.targets`: banana and flower log densities with exact samplers
   and checks (pure NumPy/SciPy).
 * :mod:`pymc_kameleon.models.gpc`: GP classification on UCI Glass (pure NumPy/SciPy).
+* :mod:`pymc_kameleon.models.ode`: a black-box ODE model (Lotka-Volterra solved by SciPy's
+  ``odeint`` inside an Op without gradient).
 """
 
 from .factories import (
@@ -16,6 +18,7 @@ from .factories import (
     gaussian_model,
     gp_classification_model,
 )
+from .ode import lotka_volterra_model
 
 __all__ = [
     "CountingLogp",
@@ -24,4 +27,5 @@ __all__ = [
     "flower_model",
     "gaussian_model",
     "gp_classification_model",
+    "lotka_volterra_model",
 ]
