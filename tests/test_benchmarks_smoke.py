@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks import logp_backend, synthetic
+from benchmarks import cost_per_step, logp_backend, synthetic
 from benchmarks.common import SAMPLERS
 
 
@@ -60,3 +60,13 @@ def test_logp_backend_break_even_lines():
     lines = logp_backend._break_even(rows)
     assert "Numba is ahead after 250,000 calls" in lines[0]
     assert "CVM is ahead at any number of calls" in lines[1]
+
+
+def test_cost_per_step_writes_a_table_per_dimension(tmp_path):
+    out = tmp_path / "cost.md"
+    cost_per_step.main(["--dims", "2", "--iters", "20", "--out", str(out)])
+    text = out.read_text()
+    assert "## d = 2" in text
+    for label in ("KameleonStep", "FastKameleonStep", "KernelHMCStep", "RandomWalkStep",
+                  "pm.Metropolis", "pm.DEMetropolisZ", "pm.Slice"):
+        assert f"| {label}" in text, label
