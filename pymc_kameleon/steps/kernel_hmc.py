@@ -30,8 +30,13 @@ _RANDOM_WALK_ACCEPT = 0.234  # target of the step size before the first surrogat
 _FINITE_BATCH = 10  # new points per rank-(batch * d) Cholesky update of the finite surrogate
 _MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of >= 4)
 # step-size band around the noise-free anchor: random-walk phase (no surrogate, fixed anchor
-# at the initial value) and trajectories (anchor adapted on the surrogate's energy error)
-_RANDOM_WALK_BAND = (1e-3, 1e3)
+# at the optimal random-walk scale of the whitened posterior, 2.38 / sqrt(d), and the band of
+# the warm-up's walk) and trajectories (anchor adapted on the surrogate's energy error)
+_RANDOM_WALK_BAND = (0.02, 20.0)
+# Bandwidths below this fraction of sqrt(2 d), the median pairwise distance of a standard
+# Gaussian sample (the whitened posterior), are not searched: a history that narrow (a
+# pseudo-marginal chain stuck at a lucky estimate) does not describe the posterior.
+_MIN_BANDWIDTH = 0.25
 _SURROGATE_BAND = (0.1, 2.0)
 _MIN_CHECKED = 50  # tuning iterations of step-size adaptation needed after a refit
 _CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
@@ -90,7 +95,8 @@ class KernelHMCStep(BaseKernelStep):
 
     * Until the first fit (iteration ``schedule.first``, default 200) the step is the random
       walk ``q + eps p`` (one zero-gradient leapfrog step), ``eps`` tuned toward acceptance
-      0.234.
+      0.234 and kept within ``[0.02, 20]`` times ``2.38 / sqrt(d)`` (the warm-up walk's band
+      in the whitened coordinates).
     * At the iterations of ``schedule`` (default 200, then every 100) the lite
       surrogate is refitted to the current reservoir subsample of the history (finite learns
       online between those points instead).
@@ -107,7 +113,16 @@ class KernelHMCStep(BaseKernelStep):
       Hamiltonian: the largest power-of-two multiple whose surrogate-energy acceptance reaches
       ``target_accept``, from 20 short trajectories started at history points (no target
       evaluation). In between, the step size follows a Robbins-Monro recursion toward
-      ``target_accept``.
+      ``target_accept``, clipped to ``[0.1, 2]`` times an anchor that follows the same
+      target on the surrogate Hamiltonian (:class:`~pymc_kameleon.adaptation.AnchoredStepSize`).
+    * With a noisy log density (a likelihood estimator) the step base measures the
+      acceptance ceiling ``c`` the noise allows during its warm-up; the step size then
+      targets ``target_accept * c`` (the random-walk phase ``min(0.234, c / 2)``, the
+      warm-up's rule), the anchor still ``target_accept``.  Bandwidths are searched no
+      lower than ``0.25 sqrt(2 d)`` (a quarter of the median pairwise distance of the
+      whitened posterior): a pseudo-marginal chain stuck at a lucky estimate leaves a history
+      far narrower than the posterior, and a surrogate with bumps that narrow traps the
+      chain.
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
       than 20 distinct points, the step stays a random walk.
 
@@ -265,7 +280,7 @@ class KernelHMCStep(BaseKernelStep):
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
             scaler=AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
-                                    *_RANDOM_WALK_BAND),
+                                    *_RANDOM_WALK_BAND, anchor0=self._rw_scale0),
             reservoir=Reservoir(self.n_history, self.dim),
             next_fit=self.schedule.first,
             next_cv=self.schedule.first,
@@ -336,7 +351,7 @@ class KernelHMCStep(BaseKernelStep):
         a = self._adapt
         if self.adapt_step_size and np.isfinite(mean_accept):
             anchor = float(np.mean(a.anchor_accepts)) if a.anchor_accepts else None
-            a.scaler.update(mean_accept, anchor)
+            a.scaler.update(mean_accept, anchor, target=self._step_target(a))
         a.anchor_accepts = []
         if a.t >= a.next_fit and not self._too_late_to_refit():
             tune_hyper = a.t >= a.next_cv
@@ -345,6 +360,12 @@ class KernelHMCStep(BaseKernelStep):
             if tune_hyper:
                 a.next_cv = 2 * a.t
             a.next_fit = self.schedule.next_after(a.t)
+
+    def _step_target(self, a: KernelHMCAdaptState) -> float:
+        """Acceptance target of the step size against the real (possibly noisy) target."""
+        if a.estimator is None:  # random-walk phase: the warm-up walk's noise rule
+            return self._accept_target(a.scaler.target)
+        return a.scaler.target * self._warm.noise.ceiling
 
     def _too_late_to_refit(self) -> bool:
         """Whether tuning ends before a refit could be checked (known with PyMC >= 6)."""
@@ -382,6 +403,7 @@ class KernelHMCStep(BaseKernelStep):
         s_med = median_heuristic(X)
         if np.unique(X, axis=0).shape[0] < _MIN_DISTINCT or s_med <= 0:
             return  # degenerate history: keep the random walk until it spreads out
+        s_med = max(s_med, _MIN_BANDWIDTH * np.sqrt(2.0 * self.dim))
         if self.surrogate == "finite" and a.base_features is None:
             a.base_features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, 1.0, self.rng, "phase"
