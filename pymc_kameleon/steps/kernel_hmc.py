@@ -145,11 +145,13 @@ class KernelHMCStep(BaseKernelStep):
       trial, proposing every other tuning iteration (its step size adapted on its own
       iterations), and take over after 50 of their own iterations if their expected squared
       jump distance per iteration (``accept * |q* - q|^2``, whitened units) is at least that
-      of the surrogate (or random walk) in use over the same iterations; otherwise they are
-      dropped.  The next refit waits until the trial is settled.  So the reported and, at
-      ``stop_tuning``, frozen step size is always one checked against the target, and a
-      trial still running when tuning stops is simply dropped (PyMC 5 does not tell the
-      step how long tuning is); with PyMC >= 6 no trial starts in the last 100 iterations.
+      of the surrogate (or random walk) in use over the same iterations and their step size
+      is not on the floor of its band (there the trajectories disagree with the target);
+      otherwise they are dropped.  The next refit waits until the trial is settled.  So
+      the reported and, at ``stop_tuning``, frozen step size is always one checked against
+      the target, and a trial still running when tuning stops is simply dropped (PyMC 5
+      does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
+      last 100 iterations.
       Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
       tuning points), the step stays the random walk.
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
@@ -415,7 +417,11 @@ class KernelHMCStep(BaseKernelStep):
         over the acceptance) as the surrogate in use over the same period; otherwise it is
         dropped (e.g. a surrogate too poor in high dimension to beat the random walk)."""
         a, c = self._adapt, self._adapt.candidate
-        if a.n == 0 or c.jump / c.n >= a.jump / a.n:
+        # a step size pushed to the floor of its band did not reach the (noise-lowered)
+        # target even at a tenth of the surrogate's own scale: the surrogate's trajectories
+        # disagree with the target, and rare long accepted jumps would flatter its ESJD
+        consistent = not (self.adapt_step_size and c.scaler.at_floor)
+        if consistent and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
             if isinstance(c.estimator, FiniteScoreEstimator):
                 self._flush_pending()
             a.scaler, a.estimator, a.bandwidth, a.lam = c.scaler, c.estimator, c.bandwidth, c.lam
