@@ -44,13 +44,15 @@ def test_invalid_parameters(gauss, kwargs, match):
 def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
     # one iteration per draw and a one-draw warm-up: kernel iteration t is draw t + 1
     make = partial(KernelHMCStep, surrogate=surrogate, n_steps=1, warmup_draws=1)
-    idata = sample(gauss, make, draws=100, tune=300, chains=1, discard_tuned_samples=False)
+    idata = sample(gauss, make, draws=100, tune=400, chains=1, discard_tuned_samples=False)
     warm = idata.warmup_sample_stats
     code = {"lite": 1, "finite": 2}[surrogate]
-    # the first fit happens at the draw boundary after 200 kernel iterations
-    assert np.all(warm.surrogate.values[0, :201] == 0)
+    # the first fit happens at the draw boundary after 200 kernel iterations; the fitted
+    # surrogate proposes every other iteration on trial and takes over after 50 of them
+    assert np.all(warm.surrogate.values[0, :300] == 0)
     assert np.all(warm.n_leapfrog[0, 1:201] == 1)
-    assert np.all(warm.surrogate.values[0, 201:] == code)
+    assert np.all(warm.n_leapfrog[0, 201:300:2] >= 10)  # the candidate's trajectories
+    assert np.all(warm.surrogate.values[0, 300:] == code)
     n_steps = idata.sample_stats.n_leapfrog.values
     assert n_steps.min() >= 10 and n_steps.max() <= 50 and np.unique(n_steps).size > 10
     bw = idata.sample_stats.bandwidth.values
@@ -79,10 +81,13 @@ def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
     bases = []
     for _ in range(502):
         point, _ = step.step(point)
-        est = step._adapt.estimator
+        a = step._adapt
+        est = a.candidate.estimator if a.candidate is not None else None
         if est is not None and (not bases or bases[-1] is not est):
             bases.append(est)
     assert isinstance(bases[-1], LiteScoreEstimator)
+    # each refit is on trial for 100 iterations (50 of its own; kept only if it moves the
+    # chain at least as far as the surrogate in use) and the next one waits for it
     assert [b.basis.shape[0] for b in bases] == [200, 300, 400, 500]
 
 
@@ -101,9 +106,9 @@ def test_step_size_initialised_on_the_surrogate(gauss):
     point = gauss.initial_point()
     for _ in range(202):
         point, _ = step.step(point)
-    a = step._adapt
-    eps = a.scaler.value
-    assert a.scaler.t == 0 and eps != step.step_size
+    c = step._adapt.candidate  # the fitted surrogate, on trial
+    eps = c.scaler.value
+    assert c.scaler.t == 0 and eps != step.step_size
     assert 0.05 < eps < 5.0  # the target's scales are 1 and 2
 
 
@@ -142,19 +147,43 @@ def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, 
     with gauss:
         step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
-    in_use_since = {}  # estimator id -> first tuning iteration it was used in
-    for i in range(n_tune):
-        in_use_since.setdefault(id(step._adapt.estimator), i)
+    proposed = {}  # estimator id -> tuning iterations it proposed
+    for _ in range(n_tune):
         point, _ = step.step(point)
+        a = step._adapt
+        est = a.candidate.estimator if a.by_candidate else a.estimator
+        proposed[id(est)] = proposed.get(id(est), 0) + 1
     step.stop_tuning()
     a = step._adapt
-    assert a.estimator is not None
+    assert a.estimator is not None and a.candidate is None
     assert a.scaler.t >= 50, a.scaler.t
-    assert n_tune - in_use_since.get(id(a.estimator), n_tune) >= 50
+    assert proposed.get(id(a.estimator), 0) >= 50
     eps = a.scaler.value
     for _ in range(20):
         point, _ = step.step(point)
     assert step._adapt.scaler.value == eps and step._adapt.estimator is a.estimator
+
+
+@pytest.mark.parametrize("surrogate, n_tune", [("finite", 802), ("lite", 802), ("lite", 1002)])
+def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surrogate, n_tune):
+    """Issue 13/20 stats convention where PyMC does not tell the step how long tuning is
+    (PyMC 5: no ``setup_chain``): with a refit at the last tuning iteration, every draw after
+    tuning reports the step size, bandwidth and lambda of the last tuning draw.  (Before the
+    refit went on trial, ``stop_tuning`` rolled back to the surrogate before the refit, so
+    the frozen step size differed from the last reported one.)"""
+    with gauss:
+        step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
+    assert step._chain_tune is None
+    point = gauss.initial_point()
+    for _ in range(n_tune):
+        point, stats = step.step(point)
+    names = ("step_size", "bandwidth", "lambda", "surrogate")
+    last = {k: stats[0][k] for k in names}
+    assert last["surrogate"] > 0
+    step.stop_tuning()
+    for _ in range(20):
+        point, stats = step.step(point)
+        assert {k: stats[0][k] for k in names} == last
 
 
 def test_later_cross_validations_search_near_the_last_bandwidth(gauss):

@@ -47,18 +47,18 @@ def test_noisy_posterior_mean_and_sd(surrogate, sigma):
     assert abs(x.std() / POST_SD - 1.0) < 0.10, x.std() / POST_SD
 
 
-LITE_AT_SIGMA_2 = pytest.mark.xfail(
-    reason="open: lite at sigma 2 (seed 0) sticks: median step 0.005, ESS 3, mean off by 1.2 sd; "
-    "its surrogate is refitted on the sticky history and the anchor follows it down",
-    strict=False,
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("surrogate", [pytest.param("lite", marks=LITE_AT_SIGMA_2), "finite"])
+@pytest.mark.parametrize("surrogate", ["lite", "finite"])
 def test_large_noise_does_not_collapse_the_step_size(surrogate):
     """Log-noise sd 2 caps the acceptance near 0.16: the step size must stay a sizeable
-    fraction of the posterior sd (measured: median 0.04 finite; ESS ~700 of 20000)."""
+    fraction of the posterior sd.
+
+    Before the noise-aware step-size targets and the bandwidth floor (seed 0, PyMC 5.28.5):
+    lite stuck (frozen step sizes 0.005 / 0.016, ESS 9, mean off by 0.9 sd), finite passed
+    (ESS 462).  After: lite frozen step sizes 0.17 / 0.12, ESS 59, mean error +0.12 sd;
+    finite 1.5 / 0.021, ESS 170.  At this noise level the chains stay sticky: on seeds 1-3
+    the pooled ESS is 3-100 for both surrogates (one chain of a pair typically 100+ and the
+    other far off), against 320-480 for RandomWalkStep(n_steps=1)."""
     x, eps = _run(surrogate, 2.0)
     assert np.median(eps) > 0.02 * POST_SD and eps.min() > 1e-3 * POST_SD
     assert float(az.ess(x)) > 50

@@ -115,3 +115,25 @@ def test_lambda_path_gives_the_losses_of_separate_fits(surrogate):
     slow = cross_validate(X, [0.7, 1.5, 3.0], lams, Plain, n_folds=5, shuffle=False)
     np.testing.assert_allclose(fast.losses, slow.losses, rtol=1e-8)
     assert (fast.best_bandwidth, fast.best_lam) == (slow.best_bandwidth, slow.best_lam)
+
+
+def test_target_override_moves_the_step_size_but_not_the_anchor():
+    """A noise-lowered target (here 0.65 * 0.2) lets the step size settle inside the band
+    where the capped acceptance reaches it, while the anchor keeps the noise-free target."""
+    rng = np.random.default_rng(3)
+    rule = AnchoredStepSize(1.0, target=0.65, lower=0.1)
+    for _ in range(20000):
+        accept = 0.2 * min(1.0, np.exp(-(rule.value**2) + 0.05 * rng.normal()))
+        rule.update(accept, _surrogate_accept(rule.anchor, rng), target=0.65 * 0.2)
+    assert 0.6 < rule.anchor < 0.72
+    assert rule.value == pytest.approx(rule.anchor, rel=0.15) and not rule.at_floor
+
+
+def test_anchor0_fixes_the_band_in_absolute_units():
+    rule = AnchoredStepSize(0.1, target=0.234, lower=0.02, upper=20.0, anchor0=2.0)
+    assert rule.value == 0.1 and rule.anchor == 2.0
+    for _ in range(100000):
+        rule.update(0.0)
+    assert rule.value == pytest.approx(0.04)
+    with pytest.raises(ValueError):
+        AnchoredStepSize(0.1, anchor0=0.0)

@@ -96,6 +96,10 @@ class AnchoredStepSize:
         ``c`` in the gain ``t^-c``, in ``(0.5, 1]``.
     lower, upper : float
         The band ``[lower * anchor, upper * anchor]``, ``0 < lower <= 1 <= upper``.
+    anchor0 : float, optional
+        Initial anchor (> 0); default ``initial``.  A fixed anchor other than the initial
+        value bounds the step size in known units (e.g. the random-walk scale of a whitened
+        posterior) whatever the initial value.
 
     References
     ----------
@@ -122,6 +126,7 @@ class AnchoredStepSize:
     exponent: float = 0.6
     lower: float = 0.25
     upper: float = 2.0
+    anchor0: float | None = None
     t: int = 0
     log_value: float = field(init=False)
     log_anchor: float = field(init=False)
@@ -136,7 +141,11 @@ class AnchoredStepSize:
         if not 0.0 < self.lower <= 1.0 <= self.upper < np.inf:
             raise ValueError(f"need 0 < lower <= 1 <= upper < inf, got {self.lower}, "
                              f"{self.upper}")
-        self.log_value = self.log_anchor = float(np.log(self.initial))
+        anchor0 = self.initial if self.anchor0 is None else self.anchor0
+        if not (np.isfinite(anchor0) and anchor0 > 0):
+            raise ValueError(f"anchor must be positive, got {anchor0}")
+        self.log_value = float(np.log(self.initial))
+        self.log_anchor = float(np.log(anchor0))
 
     @property
     def value(self) -> float:
@@ -153,7 +162,8 @@ class AnchoredStepSize:
         """Whether the step size sits on the lower edge of the band (a capped acceptance)."""
         return bool(self.log_value <= self.log_anchor + np.log(self.lower) + 1e-12)
 
-    def update(self, accept_prob: float, anchor_accept_prob: float | None = None) -> None:
+    def update(self, accept_prob: float, anchor_accept_prob: float | None = None,
+               target: float | None = None) -> None:
         """One step of both recursions.
 
         Parameters
@@ -163,6 +173,10 @@ class AnchoredStepSize:
         anchor_accept_prob : float, optional
             The noise-free acceptance probability of a proposal made with the anchor as step
             size; ``None`` leaves the anchor where it is.
+        target : float, optional
+            Overrides :attr:`target` for the step size's recursion in this update (e.g. one
+            lowered because estimator noise caps the acceptance rate); the anchor, which
+            follows a noise-free statistic, always targets :attr:`target`.
         """
         self.t += 1
         gain = self.t ** (-self.exponent)
@@ -171,6 +185,7 @@ class AnchoredStepSize:
             self.log_anchor = float(np.clip(self.log_anchor + gain * (beta - self.target),
                                             -_LOG_BOUND, _LOG_BOUND))
         alpha = float(np.nan_to_num(accept_prob))
+        goal = self.target if target is None else float(target)
         lo = self.log_anchor + np.log(self.lower)
         hi = self.log_anchor + np.log(self.upper)
-        self.log_value = float(np.clip(self.log_value + gain * (alpha - self.target), lo, hi))
+        self.log_value = float(np.clip(self.log_value + gain * (alpha - goal), lo, hi))

@@ -30,16 +30,35 @@ _RANDOM_WALK_ACCEPT = 0.234  # target of the step size before the first surrogat
 _FINITE_BATCH = 10  # new points per rank-(batch * d) Cholesky update of the finite surrogate
 _MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of >= 4)
 # step-size band around the noise-free anchor: random-walk phase (no surrogate, fixed anchor
-# at the initial value) and trajectories (anchor adapted on the surrogate's energy error)
-_RANDOM_WALK_BAND = (1e-3, 1e3)
+# at the optimal random-walk scale of the whitened posterior, 2.38 / sqrt(d), and the band of
+# the warm-up's walk) and trajectories (anchor adapted on the surrogate's energy error)
+_RANDOM_WALK_BAND = (0.02, 20.0)
+# Bandwidths below this fraction of sqrt(2 d), the median pairwise distance of a standard
+# Gaussian sample (the whitened posterior), are not searched: a history that narrow (a
+# pseudo-marginal chain stuck at a lucky estimate) does not describe the posterior.
+_MIN_BANDWIDTH = 0.25
 _SURROGATE_BAND = (0.1, 2.0)
-_MIN_CHECKED = 50  # tuning iterations of step-size adaptation needed after a refit
+_MIN_CHECKED = 50  # tuning iterations a refit's candidate runs before it may take over
 _CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
 
 
 @dataclass
+class KernelHMCCandidate:
+    """A refitted surrogate and its step size, on trial until checked against the target."""
+
+    scaler: AnchoredStepSize
+    estimator: LiteScoreEstimator | FiniteScoreEstimator
+    bandwidth: float
+    lam: float
+    n: int = 0  # tuning iterations proposed by it
+    jump: float = 0.0  # sum of accept_prob * |q* - q|^2 over those iterations
+    accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
+    anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
+
+
+@dataclass
 class KernelHMCAdaptState:
-    scaler: AnchoredStepSize  # step size
+    scaler: AnchoredStepSize  # step size (of the surrogate in use: reported and frozen)
     reservoir: Reservoir
     t: int = 0
     next_fit: int = 1
@@ -50,9 +69,13 @@ class KernelHMCAdaptState:
     base_features: RandomFourierFeatures | None = None
     pending: list = field(default_factory=list)  # finite: points not yet in the surrogate
     surrogate_accept: float | None = None  # last proposal's acceptance on the surrogate
-    since_refit: int = 0  # tuning iterations since the surrogate last changed by a refit
-    fallback: tuple | None = None  # (estimator, bandwidth, lam, scaler) before that refit
+    last_jump: float = 0.0  # |q* - q|^2 of the last proposal
+    by_candidate: bool = False  # whether the candidate made the last proposal
+    candidate: KernelHMCCandidate | None = None  # a refit on trial
+    n: int = 0  # tuning iterations proposed by the surrogate in use since the candidate came
+    jump: float = 0.0  # and their sum of accept_prob * |q* - q|^2
     cv_index: int | None = None  # grid index of the last cross-validated bandwidth
+    accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
     anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
 
 
@@ -90,7 +113,8 @@ class KernelHMCStep(BaseKernelStep):
 
     * Until the first fit (iteration ``schedule.first``, default 200) the step is the random
       walk ``q + eps p`` (one zero-gradient leapfrog step), ``eps`` tuned toward acceptance
-      0.234.
+      0.234 and kept within ``[0.02, 20]`` times ``2.38 / sqrt(d)`` (the warm-up walk's band
+      in the whitened coordinates).
     * At the iterations of ``schedule`` (default 200, then every 100) the lite
       surrogate is refitted to the current reservoir subsample of the history (finite learns
       online between those points instead).
@@ -107,7 +131,29 @@ class KernelHMCStep(BaseKernelStep):
       Hamiltonian: the largest power-of-two multiple whose surrogate-energy acceptance reaches
       ``target_accept``, from 20 short trajectories started at history points (no target
       evaluation). In between, the step size follows a Robbins-Monro recursion toward
-      ``target_accept``.
+      ``target_accept``, clipped to ``[0.1, 2]`` times an anchor that follows the same
+      target on the surrogate Hamiltonian (:class:`~pymc_kameleon.adaptation.AnchoredStepSize`).
+    * With a noisy log density (a likelihood estimator) the step base measures the
+      acceptance ceiling ``c`` the noise allows during its warm-up; the step size then
+      targets ``target_accept * c`` (the random-walk phase ``min(0.234, c / 2)``, the
+      warm-up's rule), the anchor still ``target_accept``.  Bandwidths are searched no
+      lower than ``0.25 sqrt(2 d)`` (a quarter of the median pairwise distance of the
+      whitened posterior): a pseudo-marginal chain stuck at a lucky estimate leaves a history
+      far narrower than the posterior, and a surrogate with bumps that narrow traps the
+      chain.
+    * A refit does not take over at once: the new surrogate and its step size are on
+      trial, proposing every other tuning iteration (its step size adapted on its own
+      iterations), and take over after 50 of their own iterations if their expected squared
+      jump distance per iteration (``accept * |q* - q|^2``, whitened units) is at least that
+      of the surrogate (or random walk) in use over the same iterations and their step size
+      is not on the floor of its band (there the trajectories disagree with the target);
+      otherwise they are dropped.  The next refit waits until the trial is settled.  So
+      the reported and, at ``stop_tuning``, frozen step size is always one checked against
+      the target, and a trial still running when tuning stops is simply dropped (PyMC 5
+      does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
+      last 100 iterations.
+      Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
+      tuning points), the step stays the random walk.
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
       than 20 distinct points, the step stays a random walk.
 
@@ -265,7 +311,7 @@ class KernelHMCStep(BaseKernelStep):
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
             scaler=AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
-                                    *_RANDOM_WALK_BAND),
+                                    *_RANDOM_WALK_BAND, anchor0=self._rw_scale0),
             reservoir=Reservoir(self.n_history, self.dim),
             next_fit=self.schedule.first,
             next_cv=self.schedule.first,
@@ -274,24 +320,29 @@ class KernelHMCStep(BaseKernelStep):
     # ------------------------------------------------------------------ proposal
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
+        # while tuning, a refit on trial proposes every other iteration (a mixture of two
+        # exact kernels); after tuning only the surrogate in use is left
+        a.by_candidate = bool(self.tune and a.candidate is not None and not a.by_candidate)
+        k = a.candidate if a.by_candidate else a
         lo, hi = self.n_leapfrog
         n_steps = int(self.rng.integers(lo, hi + 1))
         jitter = self.step_size_jitter
         u = float(self.rng.uniform(1.0 - jitter, 1.0 + jitter))
-        eps = a.scaler.value * u
+        eps = k.scaler.value * u
         p0 = self.rng.standard_normal(self.dim)
         q0 = np.asarray(state.position, dtype=float)
-        if a.estimator is None:  # no surrogate yet: one zero-gradient step, a random walk
+        if k.estimator is None:  # no surrogate yet: one zero-gradient step, a random walk
             n_steps = 1
             q1, p1 = q0 + eps * p0, p0
         else:
             with np.errstate(all="ignore"):
-                q1, p1 = leapfrog(q0, p0, a.estimator.grad, eps, n_steps)
+                q1, p1 = leapfrog(q0, p0, k.estimator.grad, eps, n_steps)
         log_correction = kinetic_energy(p0) - kinetic_energy(p1)
         if self.tune:
-            a.surrogate_accept = self._anchor_accept(q0, p0, q1, p1, u, n_steps)
+            a.surrogate_accept = self._anchor_accept(k, q0, p0, q1, p1, u, n_steps)
         if not (np.all(np.isfinite(q1)) and np.isfinite(log_correction)):
             q1, log_correction = state.position, -np.inf  # diverged: reject
+        a.last_jump = float(np.sum((q1 - q0) ** 2))
         return Proposal(q1, log_correction), {"n_leapfrog": n_steps}
 
     def _tuning_stats(self) -> dict[str, Any]:
@@ -304,41 +355,49 @@ class KernelHMCStep(BaseKernelStep):
             "surrogate": 0 if a.estimator is None else _SURROGATE_CODES[self.surrogate],
         }
 
-    def _anchor_accept(self, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
+    def _anchor_accept(self, k, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
         """Acceptance on the surrogate Hamiltonian of a trajectory with the anchor's step size
         (same start, momentum, jitter and ``L``): the noise-free statistic of the step-size
         rule.  Reuses the proposed trajectory when the step size equals the anchor; otherwise
         costs ``L + 1`` surrogate gradients and no target evaluation."""
-        a = self._adapt
-        if a.estimator is None:
+        if k.estimator is None:
             return None
-        if abs(a.scaler.log_value - a.scaler.log_anchor) > 1e-12:
+        if abs(k.scaler.log_value - k.scaler.log_anchor) > 1e-12:
             with np.errstate(all="ignore"):
-                q1, p1 = leapfrog(q0, p0, a.estimator.grad, a.scaler.anchor * u, n_steps)
-        return hamiltonian_accept_prob(a.estimator.log_density, q0, p0,
+                q1, p1 = leapfrog(q0, p0, k.estimator.grad, k.scaler.anchor * u, n_steps)
+        return hamiltonian_accept_prob(k.estimator.log_density, q0, p0,
                                        np.asarray(q1, dtype=float), p1)
 
     # ------------------------------------------------------------------ adaptation
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
         a = self._adapt
         a.t += 1
-        a.since_refit += 1
-        if self.tune and a.surrogate_accept is not None:
-            a.anchor_accepts.append(a.surrogate_accept)
+        k = a.candidate if a.by_candidate else a
+        k.n += 1
+        k.jump += float(np.nan_to_num(accept_prob)) * a.last_jump
+        k.accepts.append(accept_prob)
+        if a.surrogate_accept is not None:
+            k.anchor_accepts.append(a.surrogate_accept)
         x = np.asarray(new_state.position, dtype=float)
         a.reservoir.add(x, self.rng)
-        if isinstance(a.estimator, FiniteScoreEstimator):
+        if self.surrogate == "finite" and (a.estimator is not None or a.candidate is not None):
             a.pending.append(x)
             if len(a.pending) >= _FINITE_BATCH:
                 self._flush_pending()
 
     def _begin_tuning_draw(self, mean_accept: float) -> None:
         a = self._adapt
-        if self.adapt_step_size and np.isfinite(mean_accept):
-            anchor = float(np.mean(a.anchor_accepts)) if a.anchor_accepts else None
-            a.scaler.update(mean_accept, anchor)
-        a.anchor_accepts = []
-        if a.t >= a.next_fit and not self._too_late_to_refit():
+        for k in (a, a.candidate):  # each on the iterations it proposed
+            if k is None:
+                continue
+            if self.adapt_step_size and k.accepts:
+                anchor = float(np.mean(k.anchor_accepts)) if k.anchor_accepts else None
+                k.scaler.update(float(np.mean(k.accepts)), anchor, target=self._step_target(k))
+            k.accepts, k.anchor_accepts = [], []
+        if a.candidate is not None and a.candidate.n >= _MIN_CHECKED:
+            self._settle_candidate()
+        # a refit waits until the one on trial is settled
+        if a.t >= a.next_fit and a.candidate is None and not self._too_late_to_refit():
             tune_hyper = a.t >= a.next_cv
             if tune_hyper or self.surrogate == "lite":  # finite learns online in between
                 self._fit(tune_hyper)
@@ -346,29 +405,50 @@ class KernelHMCStep(BaseKernelStep):
                 a.next_cv = 2 * a.t
             a.next_fit = self.schedule.next_after(a.t)
 
+    def _step_target(self, k) -> float:
+        """Acceptance target of the step size against the real (possibly noisy) target."""
+        if k.estimator is None:  # random-walk phase: the warm-up walk's noise rule
+            return self._accept_target(k.scaler.target)
+        return k.scaler.target * self._warm.noise.ceiling
+
+    def _settle_candidate(self) -> None:
+        """A candidate checked on ``_MIN_CHECKED`` iterations takes over if it moved the chain
+        at least as far (expected squared jump distance per iteration, Rao-Blackwellised
+        over the acceptance) as the surrogate in use over the same period; otherwise it is
+        dropped (e.g. a surrogate too poor in high dimension to beat the random walk)."""
+        a, c = self._adapt, self._adapt.candidate
+        # a step size pushed to the floor of its band did not reach the (noise-lowered)
+        # target even at a tenth of the surrogate's own scale: the surrogate's trajectories
+        # disagree with the target, and rare long accepted jumps would flatter its ESJD
+        consistent = not (self.adapt_step_size and c.scaler.at_floor)
+        if consistent and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
+            if isinstance(c.estimator, FiniteScoreEstimator):
+                self._flush_pending()
+            a.scaler, a.estimator, a.bandwidth, a.lam = c.scaler, c.estimator, c.bandwidth, c.lam
+        a.candidate = None
+
     def _too_late_to_refit(self) -> bool:
         """Whether tuning ends before a refit could be checked (known with PyMC >= 6)."""
         if not self._chain_tune:
             return False
         remaining = (self._chain_tune - self._warm.draw) * self.n_steps
-        return remaining < _MIN_CHECKED
+        return remaining < 2 * _MIN_CHECKED  # the candidate proposes every other iteration
 
     def _flush_pending(self) -> None:
         a = self._adapt
         if a.pending:
-            a.estimator.update(np.array(a.pending))
+            points = np.array(a.pending)
+            for k in (a, a.candidate):
+                if k is not None and isinstance(k.estimator, FiniteScoreEstimator):
+                    k.estimator.update(points)
             a.pending = []
 
     def _on_stop_tuning(self) -> None:
-        # No refit and no update here: the frozen surrogate and step size are the ones the
-        # last tuning iterations used (points still pending are dropped).  When PyMC does
-        # not tell the step how long tuning is (PyMC 5) and the surrogate was refitted too
-        # recently for the step size to have been checked against the target, go back to
-        # the state before that refit (PyMC 6: no refit in the last iterations instead).
+        # No refit and no update here: the frozen surrogate and step size are the ones in
+        # use, reported by the last tuning draw (points still pending are dropped).  A
+        # refit still on trial is dropped: it has not been checked against the target.
         a = self._adapt
-        if a.since_refit < _MIN_CHECKED and a.fallback is not None:
-            a.estimator, a.bandwidth, a.lam, a.scaler = a.fallback
-        a.fallback = None
+        a.candidate = None
         a.pending = []
 
     def _fit(self, tune_hyper: bool) -> None:
@@ -382,17 +462,13 @@ class KernelHMCStep(BaseKernelStep):
         s_med = median_heuristic(X)
         if np.unique(X, axis=0).shape[0] < _MIN_DISTINCT or s_med <= 0:
             return  # degenerate history: keep the random walk until it spreads out
+        s_med = max(s_med, _MIN_BANDWIDTH * np.sqrt(2.0 * self.dim))
         if self.surrogate == "finite" and a.base_features is None:
             a.base_features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, 1.0, self.rng, "phase"
             )
         s, lam = self.fixed_bandwidth, self.fixed_lam
         tune_hyper = tune_hyper or a.estimator is None
-        if a.since_refit >= _MIN_CHECKED or a.fallback is None:  # the last checked state
-            if isinstance(a.estimator, FiniteScoreEstimator):
-                self._flush_pending()
-            a.fallback = (a.estimator, a.bandwidth, a.lam, copy.deepcopy(a.scaler))
-        a.since_refit = 0
         if (s is None or lam is None) and tune_hyper:
             with threadpool_limits(limits=1):  # small dense algebra: threads only contend
                 s, lam = self._cross_validate(s_med)
@@ -401,15 +477,19 @@ class KernelHMCStep(BaseKernelStep):
         if self.surrogate == "lite":
             estimator = LiteScoreEstimator(s, lam)
         else:
+            self._flush_pending()
             estimator = FiniteScoreEstimator(a.base_features.with_bandwidth(s), lam)
-            a.pending = []
         with np.errstate(all="ignore"), threadpool_limits(limits=1):
             estimator.fit(X)
-        a.estimator, a.bandwidth, a.lam = estimator, float(s), float(lam)
-        if self.adapt_step_size and tune_hyper:  # restart from the surrogate's own scale
+        scaler = copy.deepcopy(a.scaler)
+        if (self.adapt_step_size and tune_hyper) or a.estimator is None:
+            # restart from the surrogate's own scale
             eps = self._surrogate_step_size(estimator, X, a.scaler.value)
-            a.scaler = AnchoredStepSize(eps, self.target_accept, self.adapt_exponent,
-                                        *_SURROGATE_BAND)
+            scaler = AnchoredStepSize(eps, self.target_accept, self.adapt_exponent,
+                                      *_SURROGATE_BAND)
+        # on trial against the surrogate in use, measured over the same iterations
+        a.candidate = KernelHMCCandidate(scaler, estimator, float(s), float(lam))
+        a.n, a.jump = 0, 0.0
 
     def _surrogate_step_size(self, estimator, X: np.ndarray, eps: float) -> float:
         """Step size at which trajectories on the *surrogate* Hamiltonian ``-f(q) + |p|^2/2``
