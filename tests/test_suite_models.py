@@ -312,3 +312,15 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     data = json.loads(json_path.read_text())
     assert data["meta"]["chains"] == cli.QUICK[2] and len(data["runs"]) == len(results)
     assert "### poisson" in md_path.read_text()
+
+    # --reuse: run only ours again, PyMC's runs come from the file; other budgets are ignored
+    again = cli.main(["--models", "poisson", "--steps", "rw", "--quick",
+                      "--reuse", str(json_path)])
+    out = capsys.readouterr().out
+    assert sorted(r.sampler for r in again) == ["kamh", "metropolis", "nuts", "rw", "slice"]
+    reused = {r.sampler: r for r in again}["metropolis"]
+    assert reused.to_dict() == runs["poisson", "metropolis"].to_dict()
+    assert "reused from `run.json`" in out and "| pm.Metropolis" in out
+    other_seed = cli.main(["--models", "poisson", "--steps", "rw", "--quick", "--seed", "7",
+                           "--reuse", str(json_path)])
+    assert [r.sampler for r in other_seed] == ["rw"]

@@ -5,6 +5,7 @@ Usage::
     python -m benchmarks.suite [--models a,b] [--steps x,y] [--quick] [--tune N]
                                [--draws N] [--chains N] [--seed S] [--timeout SECONDS]
                                [--glass PATH] [--json FILE] [--markdown FILE]
+                               [--reuse FILE]
     python -m benchmarks.suite --list     # the models, with the cost of one evaluation
 
 Default budget: PyMC's defaults, ``tune=1000, draws=1000`` and 4 chains (run one after the
@@ -13,7 +14,9 @@ its defaults (``pm.sample(step=Step())``).  ``--quick``: 200 + 200 iterations an
 (smoke test; the criteria are meaningless there).  References are read from
 ``benchmarks/data/suite`` (made by ``python -m benchmarks.suite.reference``).  Prints the
 tables (markdown) to stdout and progress to stderr; ``--json`` and ``--markdown`` also
-write them to files (keep such outputs out of git).
+write them to files (keep such outputs out of git).  ``--reuse FILE`` adds the runs of an
+earlier ``--json`` file for samplers not run now (same model, budget and seed), so PyMC's
+samplers, which do not change with this package, need not be re-run after a change to ours.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ def parse_args(argv: list[str] | None):
                              f"{DEFAULT_GLASS}; skipped if absent)")
     parser.add_argument("--json", type=Path, help="also write every measurement to this file")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--reuse", type=Path,
+                        help="earlier --json file: its runs of samplers not in --steps (same "
+                             "model, budget and seed) join the tables")
     parser.add_argument("--references", type=Path, default=REFERENCE_DIR)
     parser.add_argument("--list", action="store_true",
                         help="list the models with the measured cost of one evaluation")
@@ -118,6 +124,28 @@ def list_models(names: list[str]) -> None:
               f"{spec.hard} | {spec.reference}: {spec.reference_note} |", flush=True)
 
 
+def reused_runs(path: Path | None, args) -> tuple[dict[str, list[RunResult]], str | None]:
+    """Runs of ``path`` (an earlier ``--json``) to add, per model, and a line saying so.
+
+    Only samplers not run now, and only runs with this run's budget and seed, are taken.
+    """
+    if path is None:
+        return {}, None
+    saved = json.loads(path.read_text())
+    budget = (args.tune, args.draws, args.chains, args.seed)
+    by_model: dict[str, list[RunResult]] = {}
+    for data in saved["runs"]:
+        run = RunResult.from_dict(data)
+        if (run.sampler not in args.samplers and run.model in args.models
+                and (run.tune, run.draws, run.chains, run.seed) == budget):
+            by_model.setdefault(run.model, []).append(run)
+    meta = saved.get("meta", {})
+    note = (f"Runs of {sorted({r.sampler for rs in by_model.values() for r in rs})} reused from "
+            f"`{path.name}` (`{meta.get('command', '?')}`, {meta.get('date', '?')}, "
+            f"{meta.get('versions', '?')}); their wall times were measured then.")
+    return by_model, note
+
+
 def main(argv: list[str] | None = None) -> list[RunResult]:
     """Run the suite; return the results (also printed and written to ``--out``)."""
     args = parse_args(argv)
@@ -126,6 +154,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     if args.list:
         list_models(args.models)
         return []
+    reused, reuse_note = reused_runs(args.reuse, args)
     started = datetime.datetime.now()
     meta = {"command": args.command, "date": started.isoformat(timespec="seconds"),
             "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
@@ -134,6 +163,9 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     print(f"# pymc-kameleon benchmark suite\n\n`{args.command}`: tune={args.tune}, "
           f"draws={args.draws}, chains={args.chains} (cores=1), seed={args.seed}; "
           f"{meta['date']}; {meta['versions']}\n", flush=True)
+    if reuse_note:
+        meta["reused"] = reuse_note
+        print(reuse_note + "\n", flush=True)
     results: list[RunResult] = []
     sections, models_meta, specs = [], {}, []
     wall_start = time.perf_counter()
@@ -156,6 +188,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
             mine.append(run)
             status = run.error or run.skipped or f"{run.wall:.1f} s"
             print(f"  [{name} / {sampler}: {status}]", file=sys.stderr, flush=True)
+        mine += reused.get(name, [])
         results += mine
         section = model_header(spec, ref.meta) + "\n\n" + model_table(spec, mine)
         sections.append(section)

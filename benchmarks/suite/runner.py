@@ -16,7 +16,7 @@ import contextlib
 import signal
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import pymc as pm
@@ -114,6 +114,11 @@ class RunResult:
         out.update(evals_per_iteration=self.evals_per_iteration,
                    ess_per_second=self.ess_per_second, ess_per_1k_evals=self.ess_per_1k_evals)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunResult:
+        """Inverse of :meth:`to_dict` (derived fields are recomputed)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 class RunTimeout(Exception):
