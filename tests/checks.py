@@ -18,7 +18,13 @@ import pytest
 from pymc.step_methods.compound import BlockedStep
 from scipy import stats
 
-from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from pymc_kameleon import (
+    FastKameleonStep,
+    KameleonStep,
+    KernelHMCStep,
+    RandomWalkStep,
+    pseudo_marginal_potential,
+)
 from pymc_kameleon.compat import ARVIZ_VERSION, group_dataset, max_rhat
 from pymc_kameleon.models.targets import banana_coverage_error
 from pymc_kameleon.steps.base import BaseKernelStep, Proposal
@@ -45,6 +51,26 @@ needs_estimator_reseeding = pytest.mark.xfail(
     not ESTIMATORS_RESEEDED_PER_CHAIN, strict=False,
     reason="PyMC 6: the step base does not reseed estimators in setup_chain yet",
 )
+
+
+# ------------------------------------------------------------------ noisy 1-d estimator model
+#: 20 observations y ~ N(mu, 1) from a fixed seed; prior mu ~ N(0, 10^2): the exact posterior.
+NOISY_Y = np.random.default_rng(2026).normal(0.7, 1.0, 20)
+_NOISY_PREC = NOISY_Y.size + 1.0 / 100.0
+NOISY_POST_MEAN, NOISY_POST_SD = NOISY_Y.sum() / _NOISY_PREC, _NOISY_PREC**-0.5
+
+
+def noisy_model(sigma: float) -> pm.Model:
+    """The 1-d model above whose log likelihood carries unbiased log-normal noise
+    N(-sigma^2 / 2, sigma^2) at every evaluation (a pseudo-marginal potential)."""
+
+    def estimator(mu, rng):
+        return -0.5 * np.sum((NOISY_Y - mu) ** 2) + sigma * rng.normal() - 0.5 * sigma**2
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        pseudo_marginal_potential("lik", estimator, mu)
+    return model
 
 
 class DropHastingsCorrection:
