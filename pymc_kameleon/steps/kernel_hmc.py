@@ -306,7 +306,18 @@ class KernelHMCStep(BaseKernelStep):
         super().__init__(vars, **kwargs)
 
     def _default_n_steps(self) -> int:
-        return max(1, int(np.ceil(np.sqrt(self.dim))))
+        # an HMC trajectory on a surrogate moves further per evaluation than a random walk
+        # step: ceil(sqrt(d)) iterations per draw; without a surrogate in use (warm-up,
+        # random-walk phase, or no surrogate beat the random walk) the step is a random walk
+        # and takes the random walk's count.  Decided at draw boundaries (a surrogate takes
+        # over only there) and frozen with the surrogate at stop_tuning.
+        if self._uses_surrogate():
+            return max(1, int(np.ceil(np.sqrt(self.dim))))
+        return super()._default_n_steps()
+
+    def _uses_surrogate(self) -> bool:
+        w = getattr(self, "_warm", None)
+        return w is not None and w.phase == "kernel" and self._adapt.estimator is not None
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
