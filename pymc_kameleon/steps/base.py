@@ -133,7 +133,8 @@ class BaseKernelStep(ArrayStepShared):
         Metropolis-Hastings iterations per PyMC draw, each with one log-density evaluation
         (default: the block's dimension ``d``, at least 2, like Metropolis and Slice, which
         update every coordinate per draw; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase
-        and when sampling with a surrogate).  The attribute ``n_steps`` is the count of the next draw.
+        and when sampling with a surrogate).  The attribute ``n_steps`` is the count of the
+        next draw.
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
