@@ -3,6 +3,7 @@
 from functools import partial
 
 import numpy as np
+import pymc as pm
 import pytest
 from checks import banana_check, sample
 
@@ -203,3 +204,71 @@ def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
         point, _ = step.step(point)
     assert len(grids) == 3  # 200, 400, 800
     assert all(abs(b - a) <= 2 for a, b in zip(grids, grids[1:], strict=False))
+
+
+@pytest.fixture(scope="module")
+def gauss9():
+    """Standard 9-d Gaussian: ceil(sqrt(d)) = 3 and the random walk's count d = 9 differ."""
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=9)
+    return model
+
+
+def _sample_keeping_step(model, make, **kwargs):
+    """``sample`` (one chain, tuning draws kept) that also returns the step it used."""
+    steps = []
+
+    def factory():
+        steps.append(make())
+        return steps[-1]
+
+    idata = sample(model, factory, chains=1, discard_tuned_samples=False, **kwargs)
+    return idata, steps[0]
+
+
+def _iteration_counts(idata):
+    """Evaluations per draw (tuning, then after tuning) and the surrogate codes of tuning."""
+    warm = idata.warmup_sample_stats
+    return (warm.n_evals.values[0, 1:], idata.sample_stats.n_evals.values[0],
+            warm.surrogate.values[0, 1:])
+
+
+def test_default_iterations_of_a_random_walk_are_the_random_walks(gauss9):
+    # tuning ends before the first fit (20 kernel-phase draws x 3 < 200 iterations): the
+    # step ends tuning as a random walk and samples with RandomWalkStep's d iterations per
+    # draw, as in its warm-up; its kernel phase has ceil(sqrt(d)) iterations per draw
+    make = partial(KernelHMCStep, warmup_draws=20)
+    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=40)
+    tuning, draws, surrogate = _iteration_counts(idata)
+    assert np.all(surrogate == 0)
+    assert np.all(tuning[:19] == 9) and np.all(tuning[19:] == 3)
+    assert np.all(draws == 9) and step.n_steps == 9
+    accepted = idata.sample_stats.accepted.values
+    np.testing.assert_allclose(accepted * 9, np.round(accepted * 9), atol=1e-9)
+
+
+def test_default_iterations_follow_the_surrogate_in_use_and_freeze(gauss9):
+    # d = 9 iterations per draw in the warm-up, ceil(sqrt(9)) = 3 in the kernel phase and,
+    # with a surrogate in use at the end of tuning, after it
+    make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20)
+    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=300)
+    tuning, draws, surrogate = _iteration_counts(idata)
+    assert surrogate[-1] == 1 and np.any(surrogate == 0)  # a surrogate took over in tuning
+    assert np.all(tuning[:19] == 9)
+    assert np.all(tuning[19:] <= 3) and tuning[19:].max() == 3
+    assert np.all(idata.sample_stats.surrogate.values == 1)
+    assert np.all(draws <= 3) and draws.max() == 3 and step.n_steps == 3  # frozen
+    accepted = idata.sample_stats.accepted.values
+    np.testing.assert_allclose(accepted * 3, np.round(accepted * 3), atol=1e-9)
+
+
+@pytest.mark.parametrize("n_steps", [1, 4])
+def test_user_iterations_are_respected(gauss9, n_steps):
+    # a user's n_steps holds in the warm-up, the random-walk phase and with a surrogate
+    make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
+    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 400 // n_steps)
+    tuning, draws, surrogate = _iteration_counts(idata)
+    assert surrogate[-1] == 1 and np.any(surrogate == 0)
+    both = np.concatenate([tuning, draws])
+    assert np.all(both <= n_steps) and np.all(tuning[:20] == n_steps)
+    assert step.n_steps == n_steps

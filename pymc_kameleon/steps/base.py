@@ -132,7 +132,9 @@ class BaseKernelStep(ArrayStepShared):
     n_steps : int, optional
         Metropolis-Hastings iterations per PyMC draw, each with one log-density evaluation
         (default: the block's dimension ``d``, at least 2, like Metropolis and Slice, which
-        update every coordinate per draw; kernel HMC: ``ceil(sqrt(d))``).
+        update every coordinate per draw; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase
+        and when sampling with a surrogate).  The attribute ``n_steps`` is the count of the
+        next draw.
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
@@ -210,7 +212,7 @@ class BaseKernelStep(ArrayStepShared):
         self._logp_fn.trust_input = True
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
-        self.n_steps = int(n_steps) if n_steps is not None else self._default_n_steps()
+        self._n_steps_given = None if n_steps is None else int(n_steps)
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
@@ -222,8 +224,18 @@ class BaseKernelStep(ArrayStepShared):
         self._store = SharedEstimate.for_model(model)
         self.reset_tuning()
 
+    @property
+    def n_steps(self) -> int:
+        """Metropolis-Hastings iterations of the next draw: the user's ``n_steps`` if given,
+        else the step's default (constant after tuning, set at draw boundaries)."""
+        if self._n_steps_given is not None:
+            return self._n_steps_given
+        return self._default_n_steps()
+
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
+        """Default iterations per draw; may depend on the tuning state (then it must change
+        only at draw boundaries while tuning, and not after ``stop_tuning``)."""
         return max(2, self.dim)
 
     @abstractmethod
@@ -339,7 +351,8 @@ class BaseKernelStep(ArrayStepShared):
         state = ChainState(u, w.logp)
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
-        for _ in range(self.n_steps):
+        n_steps = self.n_steps  # fixed within a draw
+        for _ in range(n_steps):
             probe = (not kernel and w.noisy and self.tune
                      and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
             if kernel:
@@ -364,8 +377,8 @@ class BaseKernelStep(ArrayStepShared):
                     w.accepts.append(accept_prob)
                 w.window.add(w.x, accepted)
         stats = {
-            "accept": accept_sum / self.n_steps,
-            "accepted": moves / self.n_steps,
+            "accept": accept_sum / n_steps,
+            "accepted": moves / n_steps,
             "tune": self.tune,
             "model_logp": w.logp,
             "n_evals": evals,

@@ -153,7 +153,8 @@ class KernelHMCStep(BaseKernelStep):
       does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
       last 100 iterations.
       Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
-      tuning points), the step stays the random walk.
+      tuning points), the step stays the random walk, and after tuning it takes the random
+      walk's ``max(2, d)`` iterations per draw unless ``n_steps`` is given.
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
       than 20 distinct points, the step stays a random walk.
 
@@ -203,8 +204,11 @@ class KernelHMCStep(BaseKernelStep):
         Tuning iterations at which the lite surrogate is refitted (and candidates for
         cross-validation, see above).
     n_steps, warmup_draws, laplace
-        See :class:`~pymc_kameleon.steps.base.BaseKernelStep` (here ``n_steps`` defaults to
-        ``ceil(sqrt(d))`` HMC iterations per draw).
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
+        as is.  By default a draw runs the random walk's ``max(2, d)`` iterations in the
+        warm-up, ``ceil(sqrt(d))`` in the kernel phase of tuning (a trajectory moves further
+        per evaluation), and after tuning ``ceil(sqrt(d))`` if a surrogate is in use, else
+        ``max(2, d)`` (the step is then a random walk); fixed from ``stop_tuning()`` on.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -306,6 +310,16 @@ class KernelHMCStep(BaseKernelStep):
         super().__init__(vars, **kwargs)
 
     def _default_n_steps(self) -> int:
+        # an HMC trajectory on a surrogate moves further per evaluation than a random-walk
+        # step: ceil(sqrt(d)) iterations per draw in the kernel phase of tuning.  The warm-up
+        # random walk, and a step that ends tuning without a surrogate (none beat the random
+        # walk), take the random walk's count.  (The kernel phase keeps ceil(sqrt(d)) while
+        # it is still a random walk: with d iterations per draw a candidate's step size gets
+        # few updates during its trial, and on the 80-d Dirichlet lite surrogates at
+        # acceptance 0.004 took over.)  Constant after stop_tuning (surrogate frozen).
+        w = getattr(self, "_warm", None)
+        if w is None or w.phase == "warmup" or (not self.tune and self._adapt.estimator is None):
+            return super()._default_n_steps()
         return max(1, int(np.ceil(np.sqrt(self.dim))))
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
