@@ -25,7 +25,7 @@ import pymc as pm
 import pytensor
 
 import pymc_kameleon
-from pymc_kameleon.compat import summary_table
+from pymc_kameleon.compat import as_dataset, group_dataset, max_rhat, summary_table
 from pymc_kameleon.models import lotka_volterra_model
 
 
@@ -38,8 +38,8 @@ def run(step_name: str, seed: int) -> None:
     with model:
         idata = pm.sample(step=make_step(), chains=4, random_seed=seed, progressbar=False)
     seconds = time.perf_counter() - start
-    r_hat = float(az.rhat(idata).to_array().max())
-    ess = float(az.ess(idata).to_array().min())
+    r_hat = max_rhat(idata)  # ArviZ 0.x (InferenceData) and 1.x (DataTree) alike
+    ess = float(as_dataset(az.ess(group_dataset(idata))).to_array().min())
     print(f"\n=== {step_name}: {seconds:.0f} s, max R-hat {r_hat:.3f}, "
           f"min bulk ESS {ess:.0f} of 4000, {ess / seconds:.1f} ESS/s ===")
     print(summary_table(idata).to_string(float_format=lambda v: f"{v:.4g}"))
