@@ -132,19 +132,44 @@ def test_invalid_parameters(gauss, kwargs, match):
 
 
 def test_banana_strong_2d_quantiles():
-    """2-d B(0.1, 100), 4 chains x 8000 draws.
+    """2-d B(0.1, 100), 16 chains x 8000 draws (tune 2000): coverage error < 0.03, R-hat < 1.15.
 
-    Calibrated over 6 seeds before the warm-up base: FastKameleonStep coverage errors
-    0.007-0.021 (R-hat <= 1.14); ``ForwardCovarianceReused`` 0.033-0.141 (R-hat up to 1.59).
-    On the warm-up base (2026-11-23) it is NOT reliably within these thresholds: seed 1 gave
-    (0.006, R-hat 1.151) on PyMC 6, seed 2 (0.010, 1.027) on PyMC 6 and (0.008, 1.029) on
-    PyMC 5, seed 3 (0.049, 1.030) on PyMC 5.  Seed 2 is used; the open point is recorded in
-    the issue (F-KAMH on the strongly curved banana).
+    With 4 chains this test passed only on a chosen seed.  Measured on PyMC 5 (2026-11-23),
+    seeds 1-6, (coverage error, max R-hat):
+
+    * 4 chains, warm-up base: (0.012, 1.137) (0.008, 1.029) (0.049, 1.030) (0.008, 1.034)
+      (0.053, 1.038) (0.032, 1.152): 3 of 6 pass.
+    * 4 chains, the base before the warm-up (commit 6f1749f^), same environment:
+      (0.048, 1.183) (0.007, 1.053) (0.023, 1.031) (0.0296, 1.020) (0.039, 1.033)
+      (0.011, 1.125): 4 of 6 pass (the recorded "0.007-0.021 over 6 seeds" does not
+      reproduce), mean error 0.026 against 0.027: not a regression of the warm-up base.
+      The error is Monte Carlo error: the ESS of ``x`` is 20-450 of 32000 draws (a chain can
+      stay in one arm of the banana for thousands of draws; single-chain errors reach 0.3).
+      Sampler variants, 4 chains, seeds 1-6: gamma 0.2 passes 1 of 6, gamma 0.03, 300
+      warm-up draws and tune 4000 pass 3 of 6, a diagonal-only whitening 5 of 6 (mean error
+      0.024, within the spread); none raised the ESS.
+    * 16 chains (this test): (0.008, 1.091) (0.020, 1.030) (0.009, 1.090) (0.007, 1.099)
+      (0.024, 1.047) (0.012, 1.070): 6 of 6 pass (of their 24 disjoint 4-chain groups 10
+      fail, of their 12 8-chain groups 1 fails, 0.042).  ``ForwardCovarianceReused`` with 16 chains:
+      (0.009, 1.181) (0.052, 1.417) (0.095, 1.322) (0.032, 1.260) (0.045, 1.217)
+      (0.032, 1.126): fails for 6 of 6 seeds (on R-hat for seed 1, on the error for seed 6,
+      both narrowly; see ``test_banana_strong_2d_forward_covariance_bug_fails``).
+
+    Thresholds unchanged; seed 1, the first of the measured ones.
     """
     idata = sample(banana_model(2, 0.1, 100.0), FastKameleonStep, draws=8000, tune=2000,
-                   chains=4, cores=2, seed=2)
+                   chains=16, cores=2, seed=1)
     err, rhat = banana_check(idata, 0.1, 100.0)
     assert err < 0.03 and rhat < 1.15, (err, rhat)
+
+
+@pytest.mark.slow
+def test_banana_strong_2d_forward_covariance_bug_fails():
+    """The negative control of ``test_banana_strong_2d_quantiles``, same budget and seed."""
+    idata = sample(banana_model(2, 0.1, 100.0), ForwardCovarianceReused, draws=8000,
+                   tune=2000, chains=16, cores=2, seed=1)
+    err, rhat = banana_check(idata, 0.1, 100.0)
+    assert not (err < 0.03 and rhat < 1.15), (err, rhat)
 
 
 def test_banana_moderate_8d_quantiles():
