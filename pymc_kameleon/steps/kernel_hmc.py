@@ -51,7 +51,8 @@ class KernelHMCCandidate:
     estimator: LiteScoreEstimator | FiniteScoreEstimator
     bandwidth: float
     lam: float
-    n: int = 0  # tuning iterations proposed by it
+    warmed: bool = False  # whether its step size's warm-up (first _MIN_CHECKED) is over
+    n: int = 0  # tuning iterations proposed by it (since its warm-up)
     jump: float = 0.0  # sum of accept_prob * |q* - q|^2 over those iterations
     accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
     anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
@@ -147,15 +148,19 @@ class KernelHMCStep(BaseKernelStep):
       chain.
     * A refit does not take over at once: the new surrogate and its step size are on
       trial, proposing every other tuning iteration (its step size adapted on its own
-      iterations), and take over after 50 of their own iterations if their expected squared
-      jump distance per iteration (``accept * |q* - q|^2``, whitened units) is at least that
-      of the surrogate (or random walk) in use over the same iterations and their step size
-      is not on the floor of its band (there the trajectories disagree with the target);
-      otherwise they are dropped.  The next refit waits until the trial is settled.  So
+      iterations).  Its first 50 iterations warm up its step size (which starts from a
+      guess on the surrogate alone, and whose early long jumps would flatter it); after 50
+      more it takes over if its expected squared jump distance per iteration
+      (``accept * |q* - q|^2``, whitened units) over those is at least that of the
+      surrogate (or random walk) in use over the same iterations and its step size is not
+      on the floor of its band (there the trajectories disagree with the target);
+      otherwise it is dropped.  The next refit waits until the trial is settled.  So
       the reported and, at ``stop_tuning``, frozen step size is always one checked against
       the target, and a trial still running when tuning stops is simply dropped (PyMC 5
       does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
-      last 100 iterations.
+      last 200 iterations.  A surrogate in use stays under review: if over a later trial
+      (or 50 of its own iterations) its ESJD falls below half that of the random walk it
+      replaced, the step goes back to that random walk.
       Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
       tuning points), the step stays the random walk, and after tuning it takes the random
       walk's ``max(2, d)`` iterations per draw unless ``n_steps`` is given.
@@ -412,9 +417,15 @@ class KernelHMCStep(BaseKernelStep):
                 anchor = float(np.mean(k.anchor_accepts)) if k.anchor_accepts else None
                 k.scaler.update(float(np.mean(k.accepts)), anchor, target=self._step_target(k))
             k.accepts, k.anchor_accepts = [], []
-        if a.candidate is not None and a.candidate.n >= _MIN_CHECKED:
+        c = a.candidate
+        if c is not None and not c.warmed and c.n >= _MIN_CHECKED:
+            # the step size of a fresh fit starts from a guess on the surrogate alone; the
+            # trial counts (for both) from the end of its warm-up
+            c.warmed = True
+            c.n, c.jump, a.n, a.jump = 0, 0.0, 0, 0.0
+        if c is not None and c.warmed and c.n >= _MIN_CHECKED:
             self._settle_candidate()
-        elif a.walk is not None and a.n >= _MIN_CHECKED:
+        elif c is None and a.walk is not None and a.n >= _MIN_CHECKED:
             self._review_surrogate()
         # a refit waits until the one on trial is settled
         if a.t >= a.next_fit and a.candidate is None and not self._too_late_to_refit():
@@ -478,7 +489,8 @@ class KernelHMCStep(BaseKernelStep):
         if not self._chain_tune:
             return False
         remaining = (self._chain_tune - self._warm.draw) * self.n_steps
-        return remaining < 2 * _MIN_CHECKED  # the candidate proposes every other iteration
+        # the candidate proposes every other iteration, warm-up and checked iterations
+        return remaining < 4 * _MIN_CHECKED
 
     def _flush_pending(self) -> None:
         a = self._adapt
