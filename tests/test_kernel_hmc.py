@@ -45,15 +45,16 @@ def test_invalid_parameters(gauss, kwargs, match):
 def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
     # one iteration per draw and a one-draw warm-up: kernel iteration t is draw t + 1
     make = partial(KernelHMCStep, surrogate=surrogate, n_steps=1, warmup_draws=1)
-    idata = sample(gauss, make, draws=100, tune=400, chains=1, discard_tuned_samples=False)
+    idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
     warm = idata.warmup_sample_stats
     code = {"lite": 1, "finite": 2}[surrogate]
     # the first fit happens at the draw boundary after 200 kernel iterations; the fitted
     # surrogate proposes every other iteration on trial and takes over after 50 of them
-    assert np.all(warm.surrogate.values[0, :300] == 0)
+    # that follow the 50 of its step size's warm-up
+    assert np.all(warm.surrogate.values[0, :400] == 0)
     assert np.all(warm.n_leapfrog[0, 1:201] == 1)
-    assert np.all(warm.n_leapfrog[0, 201:300:2] >= 10)  # the candidate's trajectories
-    assert np.all(warm.surrogate.values[0, 300:] == code)
+    assert np.all(warm.n_leapfrog[0, 201:400:2] >= 10)  # the candidate's trajectories
+    assert np.all(warm.surrogate.values[0, 400:] == code)
     n_steps = idata.sample_stats.n_leapfrog.values
     assert n_steps.min() >= 10 and n_steps.max() <= 50 and np.unique(n_steps).size > 10
     bw = idata.sample_stats.bandwidth.values
@@ -80,16 +81,19 @@ def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
         step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
     bases = []
-    for _ in range(502):
+    for _ in range(802):
         point, _ = step.step(point)
         a = step._adapt
         est = a.candidate.estimator if a.candidate is not None else None
         if est is not None and (not bases or bases[-1] is not est):
             bases.append(est)
     assert isinstance(bases[-1], LiteScoreEstimator)
-    # each refit is on trial for 100 iterations (50 of its own; kept only if it moves the
-    # chain at least as far as the surrogate in use) and the next one waits for it
-    assert [b.basis.shape[0] for b in bases] == [200, 300, 400, 500]
+    # each refit is on trial for 200 iterations (100 of its own: 50 to warm up its step
+    # size, then 50 checked; kept only if it moves the chain at least as far as the
+    # surrogate in use) and the next one waits for it: it comes at the draw boundary where
+    # the trial ends, after the refit on trial at t = 200 its own iterations are t = 201,
+    # 203, ..., 399
+    assert [b.basis.shape[0] for b in bases] == [200, 399, 599, 799]
 
 
 def test_fixed_hyperparameters_skip_cross_validation(gauss):
@@ -136,6 +140,41 @@ def test_banana_moderate_finite_broken_variant_fails(banana):
     idata = sample(banana, NoKineticEnergy, draws=4000, tune=1000, chains=4, cores=2, seed=0)
     err, rhat = banana_check(idata, 0.03, 100.0)
     assert not (err < 0.06 and rhat < 1.1), (err, rhat)
+
+
+def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
+    """The surrogate in use stays under review while tuning: with an ESJD below half the
+    random walk's (as measured when it was replaced) the step goes back to that walk."""
+    with gauss:
+        step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
+    point = gauss.initial_point()
+    for _ in range(420):  # the first refit (t = 200) takes over at t = 399
+        point, _ = step.step(point)
+    a = step._adapt
+    assert a.estimator is not None and a.walk is not None and a.walk_jump > 0
+    walk = a.walk
+    a.n, a.jump = 50, 50 * 0.6 * a.walk_jump  # at 60 % of the walk: kept
+    step._review_surrogate()
+    assert a.estimator is not None and a.walk is walk and a.n == 0
+    a.n, a.jump = 50, 50 * 0.4 * a.walk_jump  # at 40 %: back to the walk and its step size
+    step._review_surrogate()
+    assert a.estimator is None and a.scaler is walk and a.walk is None
+    assert np.isnan(a.bandwidth) and step._tuning_stats()["surrogate"] == 0
+    for _ in range(150):  # the next refit starts a new trial from the walk
+        point, _ = step.step(point)
+    assert a.candidate is not None or a.estimator is not None
+
+
+def test_a_refit_is_judged_after_its_step_size_warm_up(gauss):
+    with gauss:
+        step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
+    point = gauss.initial_point()
+    for _ in range(301):  # refit at t = 200; its 50 warm-up iterations are t = 201 ... 299
+        point, _ = step.step(point)
+    c = step._adapt.candidate
+    # both counts restart with the checked iterations (t = 300 was the walk's)
+    assert c is not None and c.warmed and c.n == 0 and step._adapt.n == 1
+    assert step._adapt.estimator is None
 
 
 # one iteration per draw, a one-draw warm-up: kernel iteration t ends draw t; the refits
@@ -200,9 +239,11 @@ def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
 
     step._cross_validate = spy
     point = gauss.initial_point()
-    for _ in range(802):
+    for _ in range(1202):
         point, _ = step.step(point)
-    assert len(grids) == 3  # 200, 400, 800
+    # at 200, then at the first refit after 400 (599) and after 2 * 599 (1199): refits wait
+    # for the trial of 200 iterations before them
+    assert len(grids) == 3
     assert all(abs(b - a) <= 2 for a, b in zip(grids, grids[1:], strict=False))
 
 
@@ -266,7 +307,7 @@ def test_default_iterations_follow_the_surrogate_in_use_and_freeze(gauss9):
 def test_user_iterations_are_respected(gauss9, n_steps):
     # a user's n_steps holds in the warm-up, the random-walk phase and with a surrogate
     make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
-    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 400 // n_steps)
+    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 600 // n_steps)
     tuning, draws, surrogate = _iteration_counts(idata)
     assert surrogate[-1] == 1 and np.any(surrogate == 0)
     both = np.concatenate([tuning, draws])

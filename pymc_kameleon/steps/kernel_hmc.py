@@ -39,6 +39,7 @@ _RANDOM_WALK_BAND = (0.02, 20.0)
 _MIN_BANDWIDTH = 0.25
 _SURROGATE_BAND = (0.1, 2.0)
 _MIN_CHECKED = 50  # tuning iterations a refit's candidate runs before it may take over
+_REVIEW_RATIO = 0.5  # a surrogate in use below this fraction of the walk's ESJD is dropped
 _CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
 
 
@@ -50,7 +51,8 @@ class KernelHMCCandidate:
     estimator: LiteScoreEstimator | FiniteScoreEstimator
     bandwidth: float
     lam: float
-    n: int = 0  # tuning iterations proposed by it
+    warmed: bool = False  # whether its step size's warm-up (first _MIN_CHECKED) is over
+    n: int = 0  # tuning iterations proposed by it (since its warm-up)
     jump: float = 0.0  # sum of accept_prob * |q* - q|^2 over those iterations
     accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
     anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
@@ -72,9 +74,12 @@ class KernelHMCAdaptState:
     last_jump: float = 0.0  # |q* - q|^2 of the last proposal
     by_candidate: bool = False  # whether the candidate made the last proposal
     candidate: KernelHMCCandidate | None = None  # a refit on trial
-    n: int = 0  # tuning iterations proposed by the surrogate in use since the candidate came
+    n: int = 0  # tuning iterations proposed by the surrogate in use since the last refit,
+    # take-over or review
     jump: float = 0.0  # and their sum of accept_prob * |q* - q|^2
     cv_index: int | None = None  # grid index of the last cross-validated bandwidth
+    walk: AnchoredStepSize | None = None  # the random walk's step size, kept while a
+    walk_jump: float = float("nan")  # surrogate is in use, and its ESJD when replaced
     accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
     anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
 
@@ -143,15 +148,19 @@ class KernelHMCStep(BaseKernelStep):
       chain.
     * A refit does not take over at once: the new surrogate and its step size are on
       trial, proposing every other tuning iteration (its step size adapted on its own
-      iterations), and take over after 50 of their own iterations if their expected squared
-      jump distance per iteration (``accept * |q* - q|^2``, whitened units) is at least that
-      of the surrogate (or random walk) in use over the same iterations and their step size
-      is not on the floor of its band (there the trajectories disagree with the target);
-      otherwise they are dropped.  The next refit waits until the trial is settled.  So
+      iterations).  Its first 50 iterations warm up its step size (which starts from a
+      guess on the surrogate alone, and whose early long jumps would flatter it); after 50
+      more it takes over if its expected squared jump distance per iteration
+      (``accept * |q* - q|^2``, whitened units) over those is at least that of the
+      surrogate (or random walk) in use over the same iterations and its step size is not
+      on the floor of its band (there the trajectories disagree with the target);
+      otherwise it is dropped.  The next refit waits until the trial is settled.  So
       the reported and, at ``stop_tuning``, frozen step size is always one checked against
       the target, and a trial still running when tuning stops is simply dropped (PyMC 5
       does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
-      last 100 iterations.
+      last 200 iterations.  A surrogate in use stays under review: if over a later trial
+      (or 50 of its own iterations) its ESJD falls below half that of the random walk it
+      replaced, the step goes back to that random walk.
       Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
       tuning points), the step stays the random walk, and after tuning it takes the random
       walk's ``max(2, d)`` iterations per draw unless ``n_steps`` is given.
@@ -408,12 +417,21 @@ class KernelHMCStep(BaseKernelStep):
                 anchor = float(np.mean(k.anchor_accepts)) if k.anchor_accepts else None
                 k.scaler.update(float(np.mean(k.accepts)), anchor, target=self._step_target(k))
             k.accepts, k.anchor_accepts = [], []
-        if a.candidate is not None and a.candidate.n >= _MIN_CHECKED:
+        c = a.candidate
+        if c is not None and not c.warmed and c.n >= _MIN_CHECKED:
+            # the step size of a fresh fit starts from a guess on the surrogate alone; the
+            # trial counts (for both) from the end of its warm-up
+            c.warmed = True
+            c.n, c.jump, a.n, a.jump = 0, 0.0, 0, 0.0
+        if c is not None and c.warmed and c.n >= _MIN_CHECKED:
             self._settle_candidate()
+        elif c is None and a.walk is not None and a.n >= _MIN_CHECKED:
+            self._review_surrogate()
         # a refit waits until the one on trial is settled
         if a.t >= a.next_fit and a.candidate is None and not self._too_late_to_refit():
             tune_hyper = a.t >= a.next_cv
-            if tune_hyper or self.surrogate == "lite":  # finite learns online in between
+            # finite learns online in between (but not after going back to the random walk)
+            if tune_hyper or self.surrogate == "lite" or a.estimator is None:
                 self._fit(tune_hyper)
             if tune_hyper:
                 a.next_cv = 2 * a.t
@@ -438,15 +456,41 @@ class KernelHMCStep(BaseKernelStep):
         if consistent and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
             if isinstance(c.estimator, FiniteScoreEstimator):
                 self._flush_pending()
+            if a.estimator is None:  # the random walk is replaced: keep it as the fallback
+                a.walk, a.walk_jump = a.scaler, (c.jump / c.n if a.n == 0 else a.jump / a.n)
             a.scaler, a.estimator, a.bandwidth, a.lam = c.scaler, c.estimator, c.bandwidth, c.lam
+            a.n, a.jump = 0, 0.0  # the new surrogate in use is reviewed on its own iterations
+            a.candidate = None
+            return
         a.candidate = None
+        if a.walk is not None and a.n > 0:  # on the iterations the candidate was judged on
+            self._review_surrogate()
+
+    def _review_surrogate(self) -> None:
+        """The surrogate in use stays under review while tuning: over its iterations during
+        a trial (without one, over its last ``_MIN_CHECKED`` iterations) its ESJD must stay
+        at least ``_REVIEW_RATIO`` times the random walk's, as measured when the walk was
+        replaced; otherwise the step goes back to the random walk and its step size (the
+        next refit starts a new trial).  A trial of ~50 iterations can be flattered by a
+        few long accepted jumps while the new step size is still settling (80-d Dirichlet,
+        lite: a refit at trial acceptance ~0.2 took over and then sampled at ~0.01); the
+        review catches it after the trial."""
+        a = self._adapt
+        if a.jump / a.n < _REVIEW_RATIO * a.walk_jump:
+            if self.surrogate == "finite":
+                a.pending = []  # only surrogates learn online
+            a.scaler, a.estimator = a.walk, None
+            a.bandwidth = a.lam = float("nan")
+            a.walk, a.walk_jump = None, float("nan")
+        a.n, a.jump = 0, 0.0  # the next review looks at fresh iterations
 
     def _too_late_to_refit(self) -> bool:
         """Whether tuning ends before a refit could be checked (known with PyMC >= 6)."""
         if not self._chain_tune:
             return False
         remaining = (self._chain_tune - self._warm.draw) * self.n_steps
-        return remaining < 2 * _MIN_CHECKED  # the candidate proposes every other iteration
+        # the candidate proposes every other iteration, warm-up and checked iterations
+        return remaining < 4 * _MIN_CHECKED
 
     def _flush_pending(self) -> None:
         a = self._adapt
