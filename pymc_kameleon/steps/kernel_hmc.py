@@ -248,7 +248,7 @@ class KernelHMCStep(BaseKernelStep):
     >>> with pm.Model():
     ...     x = pm.Normal("x", 0.0, 1.0, shape=2)
     ...     step = KernelHMCStep(surrogate="lite", n_leapfrog=(5, 10), warmup_draws=100)
-    ...     idata = pm.sample(draws=200, tune=300, chains=1, step=step, random_seed=1,
+    ...     idata = pm.sample(draws=200, tune=600, chains=1, step=step, random_seed=1,
     ...                       progressbar=False, compute_convergence_checks=False)
     >>> int(idata.sample_stats["surrogate"][0, -1])  # 1: the lite surrogate is in use
     1
