@@ -33,9 +33,9 @@ _MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of 
 # at the optimal random-walk scale of the whitened posterior, 2.38 / sqrt(d), and the band of
 # the warm-up's walk) and trajectories (anchor adapted on the surrogate's energy error)
 _RANDOM_WALK_BAND = (0.02, 20.0)
-# Bandwidths below this fraction of sqrt(2 d), the median pairwise distance of a standard
-# Gaussian sample (the whitened posterior), are not searched: a history that narrow (a
-# pseudo-marginal chain stuck at a lucky estimate) does not describe the posterior.
+# The centre of the bandwidth search is at least this fraction of sqrt(2 d), the median
+# pairwise distance of a standard Gaussian sample (the whitened posterior): a history that
+# narrow (a pseudo-marginal chain stuck at a lucky estimate) does not describe the posterior.
 _MIN_BANDWIDTH = 0.25
 _SURROGATE_BAND = (0.1, 2.0)
 _MIN_CHECKED = 50  # tuning iterations a refit's candidate runs before it may take over
@@ -141,11 +141,12 @@ class KernelHMCStep(BaseKernelStep):
     * With a noisy log density (a likelihood estimator) the step base measures the
       acceptance ceiling ``c`` the noise allows during its warm-up; the step size then
       targets ``target_accept * c`` (the random-walk phase ``min(0.234, c / 2)``, the
-      warm-up's rule), the anchor still ``target_accept``.  Bandwidths are searched no
-      lower than ``0.25 sqrt(2 d)`` (a quarter of the median pairwise distance of the
-      whitened posterior): a pseudo-marginal chain stuck at a lucky estimate leaves a history
-      far narrower than the posterior, and a surrogate with bumps that narrow traps the
-      chain.
+      warm-up's rule), the anchor still ``target_accept``.  The centre of the bandwidth
+      search (the median heuristic) is raised to at least ``0.25 sqrt(2 d)`` (a quarter of
+      the median pairwise distance of the whitened posterior; lite searches from there up,
+      finite from half of it; a user's ``bandwidth`` is kept as given): a pseudo-marginal
+      chain stuck at a lucky estimate leaves a history far narrower than the posterior, and
+      a surrogate with bumps that narrow traps the chain.
     * A refit does not take over at once: the new surrogate and its step size are on
       trial, proposing every other tuning iteration (its step size adapted on its own
       iterations).  Its first 50 iterations warm up its step size (which starts from a
@@ -227,9 +228,9 @@ class KernelHMCStep(BaseKernelStep):
     probability), ``accepted``, ``lp`` (the stored log density, ``model_logp`` in
     ``stats_dtypes_shapes``), ``step_size`` (the tuned value, before jitter),
     ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``, ``sigma``
-    (``2 s^2``), ``lambda``, ``surrogate`` (0 before the
-    first fit, 1 lite, 2 finite).  The ``tune`` flag is used by PyMC to separate the warm-up
-    draws.
+    (``2 s^2``), ``lambda``, ``surrogate`` (0 while the step is the random walk, 1 lite,
+    2 finite; a refit on trial is never reported).  The ``tune`` flag is used by PyMC to
+    separate the warm-up draws.
 
     Cost per iteration: ``L + 1`` surrogate gradients (``O(n d)`` each for lite, ``O(m d)``
     for finite) and one log-density evaluation.
