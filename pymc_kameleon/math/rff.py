@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["RandomFourierFeatures", "standard_frequencies"]
+__all__ = ["RandomFourierFeatures", "lowrank_gram", "standard_frequencies"]
 
 Embedding = Literal["sincos", "phase"]
 Frequencies = Literal["gaussian", "orthogonal", "halton"]
@@ -228,6 +228,16 @@ class RandomFourierFeatures:
             omega = self.omega
         return dscalar[..., :, None] * omega
 
+    def lowrank_gram(self, y: np.ndarray, root: np.ndarray) -> np.ndarray:
+        """``J(y)^T R^T R J(y)``: the F-KAMH adaptive part with the feature covariance given
+        by a factor ``R`` (shape ``(r, D)``, ``R^T R = C``), in ``O(r D d)``.
+
+        The reference of the compiled
+        :func:`pymc_kameleon.math._compiled.rff_lowrank_gram`.
+        """
+        RJ = root @ self.jacobian(y)
+        return RJ.T @ RJ
+
     def omega_sq_norms(self) -> np.ndarray:
         """``||omega_{j(i)}||^2`` for every feature ``i`` (shape ``(D,)``).
 
@@ -236,3 +246,23 @@ class RandomFourierFeatures:
         """
         sq = np.sum(self.omega**2, axis=1)
         return np.concatenate([sq, sq]) if self.embedding == "sincos" else sq
+
+
+def lowrank_gram(
+    y: np.ndarray, omega: np.ndarray, phase: np.ndarray, root: np.ndarray, sincos: bool
+) -> np.ndarray:
+    """:meth:`RandomFourierFeatures.lowrank_gram` with the basis given by its arrays.
+
+    ``omega`` are the frequencies ``omega0 / s`` (the signature of the compiled version).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rff = RandomFourierFeatures.draw(2, 20, 1.0, np.random.default_rng(0), "sincos")
+    >>> root = np.eye(20)[:3]
+    >>> G = lowrank_gram(np.zeros(2), rff.omega, rff.phase, root, True)
+    >>> bool(np.allclose(G, rff.lowrank_gram(np.zeros(2), root)))
+    True
+    """
+    embedding = "sincos" if sincos else "phase"
+    return RandomFourierFeatures(omega, phase, 1.0, embedding).lowrank_gram(y, root)
