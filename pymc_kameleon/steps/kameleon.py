@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math.kamh import kamh_gram, natural_nu2_scale
+from ..math._compiled import kamh_gram
+from ..math.kamh import natural_nu2_scale
 from ..math.kernels import median_heuristic
 from ..math.online import Reservoir
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
