@@ -274,3 +274,28 @@ def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
         step._record(z)
     step._refresh()
     assert a.bandwidth > 1.2 * s0 and a.moments.count == 100
+
+
+def test_truncated_feature_covariance_is_the_proposal_in_both_directions(gauss, history):
+    """With ``trace_tolerance > 0`` the proposal uses ``R^T R`` (leading eigenpairs of C):
+    the draw, the forward and the reverse density all use it, so the ratio stays exact."""
+    step = _step_with_history(gauss, history, bandwidth=1.5, trace_tolerance=1e-3)
+    step.tune = False  # frozen C: the factor is used
+    a = step._adapt
+    C = np.cov(a.features.features(history).T, bias=True)
+    y = np.array([1.0, 0.5])
+    proposal, _ = step._propose(ChainState(y, 0.0))
+    R = a.root[: a.rank]
+    assert 1 <= a.rank < C.shape[0]
+    assert np.trace(C - R.T @ R) <= 1e-3 * np.trace(C) * (1 + 1e-9)
+
+    def cov_at(x):
+        J = a.features.jacobian(x)
+        return step.gamma**2 * np.eye(2) + step.scale * J.T @ R.T @ R @ J
+
+    x_new = proposal.position
+    expected = (multivariate_normal(x_new, cov_at(x_new)).logpdf(y)
+                - multivariate_normal(y, cov_at(y)).logpdf(x_new))
+    assert proposal.log_correction == pytest.approx(expected, abs=1e-8)
+    q = step.proposal_at(y)
+    np.testing.assert_allclose(q.chol @ q.chol.T, cov_at(y), rtol=1e-10)
