@@ -7,8 +7,8 @@ Usage::
 
 For each dimension ``d`` the model is the banana B(0.1, 100) of
 :func:`pymc_kameleon.models.banana_model` (a cheap PyTensor log density).  Each step is driven
-by ``step.step(point)`` in a loop, as ``pm.sample`` does, after one untimed block (PyTensor
-compilation, warm-up of the caches):
+by ``step.step(point)`` in a loop, as ``pm.sample`` does, after one untimed block (Numba and
+PyTensor compilation, warm-up of the caches):
 
 * our steps (``warmup_draws=20``, so the kernel adaptation starts early) are timed in two
   blocks while tuning (early and late: the cost must not grow with the chain) and one block
@@ -41,6 +41,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import start_chain
+from pymc_kameleon.math._compiled import HAVE_NUMBA
 from pymc_kameleon.models import banana_model
 
 from .common import quiet_pymc
@@ -92,7 +93,7 @@ def _logp_cost(step, point, n: int = 2000) -> float:
 def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
     """Microseconds per MH iteration in each phase, split as described in the module doc.
 
-    Returns ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``.
+    Returns ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``, ``"rank"``.
     """
     model = banana_model(dim, b=B)
     with model:
@@ -125,6 +126,8 @@ def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
     step.stop_tuning()
     out["draws"] = block(draws)
     out["n_steps"] = n_steps
+    adapt = getattr(step, "_adapt", None)
+    out["rank"] = getattr(adapt, "rank", None)
     return out
 
 
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
                 results[d].append((label, res))
                 print(d, f"{label:18s}", {k: _cell(v) for k, v in res.items()
                                           if isinstance(v, dict)}, flush=True)
-    versions = ", ".join(f"{p} {version(p)}" for p in ("pymc", "pytensor", "numpy"))
+    packages = ("pymc", "pytensor", "numpy") + (("numba",) if HAVE_NUMBA else ())
+    versions = ", ".join(f"{p} {version(p)}" for p in packages)
     lines = [
         "# Cost per Metropolis-Hastings iteration",
         "",
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         f"average at start {load0}, at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (BLAS limited to 1 thread); "
         f"Python {platform.python_version()}, {versions}; compiled numerics: "
-        "NumPy/SciPy (none compiled)",
+        f"{'Numba' if HAVE_NUMBA else 'NumPy fallback'}",
         f"- command: `python -m benchmarks.cost_per_step --dims {args.dims} "
         f"--iters {args.iters}`",
         "",
@@ -177,12 +181,13 @@ def main(argv: list[str] | None = None) -> None:
     ]
     for d in dims:
         lines += ["", f"## d = {d}", "",
-                  "| step | n_steps | tuning (early) | tuning (late) | draws |",
-                  "|---|---|---|---|---|"]
+                  "| step | n_steps | tuning (early) | tuning (late) | draws | F-KAMH rank |",
+                  "|---|---|---|---|---|---|"]
         for label, res in results[d]:
             late = _cell(res["tune late"]) if "tune late" in res else ""
+            rank = "" if not res["rank"] else str(res["rank"])
             lines.append(f"| {label} | {res['n_steps']} | {_cell(res['tune early'])} | {late} "
-                         f"| {_cell(res['draws'])} |")
+                         f"| {_cell(res['draws'])} | {rank} |")
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
