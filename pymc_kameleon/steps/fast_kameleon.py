@@ -95,9 +95,10 @@ class FastKameleonStep(LocalGaussianStep):
     forward covariance there, which is wrong).
 
     ``C`` enters the proposal through a low-rank factor: its leading eigenpairs, until the
-    discarded ones hold at most ``trace_tolerance`` (default 0.1 %) of its trace, so
+    discarded ones hold at most ``trace_tolerance`` (default 0: the numerical rank) of its
+    trace, so
     ``C ~ R^T R`` with ``R`` of shape ``(r, D)`` and the adaptive part is ``(R J)^T (R J)``,
-    ``O(r D d)`` instead of ``O(D^2 d)`` (measured ranks: ``docs/benchmarks/cost_per_step.md``).
+    ``O(r D d)`` instead of ``O(D^2 d)`` (``benchmarks/cost_per_step.py`` reports ``r``).
     The truncated covariance *is* the proposal: the draw and both densities of the
     Metropolis-Hastings ratio use the same ``R``, so the chain stays exact.  Cost per
     iteration ``O(r D d + r d^2 + d^3)`` (compiled with Numba when available) and memory
@@ -146,7 +147,7 @@ class FastKameleonStep(LocalGaussianStep):
         direction and F-KAMH mixed at half of KAMH's ESS per iteration
         (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
         The cost per iteration is ``O(r D d)``.
-    trace_tolerance : float, default 1e-3
+    trace_tolerance : float, default 0
         Share of the trace of the feature covariance ``C`` that its discarded eigenpairs may
         hold (the rank ``r`` of the factor the proposal uses).  ``0`` keeps the numerical
         rank (``R^T R = C`` up to rounding).
