@@ -12,7 +12,7 @@ from pymc_kameleon.math.linalg import (
     lowrank_root,
     safe_cholesky,
 )
-from pymc_kameleon.math.rff import RandomFourierFeatures, lowrank_gram
+from pymc_kameleon.math.rff import RandomFourierFeatures, full_gram, lowrank_gram
 
 pytestmark = pytest.mark.skipif(not _compiled.HAVE_NUMBA, reason="numba not available")
 
@@ -41,6 +41,21 @@ def test_rff_lowrank_gram(embedding, d, D, r):
     expected = lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos")
     _close(expected, rff.lowrank_gram(y, root))
     _close(_compiled.rff_lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos"),
+           expected)
+
+
+@pytest.mark.parametrize("embedding", ["sincos", "phase"])
+@pytest.mark.parametrize("d, D", [(1, 20), (2, 200), (10, 500), (30, 500)])
+def test_rff_full_gram(embedding, d, D):
+    rng = np.random.default_rng(D + d)
+    rff = RandomFourierFeatures.draw(d, D, 1.7, rng, embedding, "halton")
+    B = rng.normal(size=(D + 5, D)) / D
+    cov = 0.5 * (B.T @ B + (B.T @ B).T)
+    y = rng.normal(size=d)
+    J = rff.jacobian(y)
+    expected = full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos")
+    _close(expected, np.einsum("ia,ij,jb->ab", J, cov, J))  # independent of the reference
+    _close(_compiled.rff_full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos"),
            expected)
 
 

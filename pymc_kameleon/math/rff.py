@@ -238,6 +238,15 @@ class RandomFourierFeatures:
         RJ = root @ self.jacobian(y)
         return RJ.T @ RJ
 
+    def full_gram(self, y: np.ndarray, cov: np.ndarray) -> np.ndarray:
+        """``J(y)^T C J(y)``: the F-KAMH adaptive part with the full feature covariance ``C``
+        (shape ``(D, D)``), in ``O(D^2 d)``.
+
+        The reference of the compiled :func:`pymc_kameleon.math._compiled.rff_full_gram`.
+        """
+        J = self.jacobian(y)
+        return J.T @ (cov @ J)
+
     def omega_sq_norms(self) -> np.ndarray:
         """``||omega_{j(i)}||^2`` for every feature ``i`` (shape ``(D,)``).
 
@@ -266,3 +275,21 @@ def lowrank_gram(
     """
     embedding = "sincos" if sincos else "phase"
     return RandomFourierFeatures(omega, phase, 1.0, embedding).lowrank_gram(y, root)
+
+
+def full_gram(
+    y: np.ndarray, omega: np.ndarray, phase: np.ndarray, cov: np.ndarray, sincos: bool
+) -> np.ndarray:
+    """:meth:`RandomFourierFeatures.full_gram` with the basis given by its arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rff = RandomFourierFeatures.draw(2, 20, 1.0, np.random.default_rng(0), "sincos")
+    >>> G = full_gram(np.zeros(2), rff.omega, rff.phase, np.eye(20), True)
+    >>> J = rff.jacobian(np.zeros(2))
+    >>> bool(np.allclose(G, J.T @ J))
+    True
+    """
+    embedding = "sincos" if sincos else "phase"
+    return RandomFourierFeatures(omega, phase, 1.0, embedding).full_gram(y, cov)

@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math._compiled import rff_lowrank_gram
+from ..math._compiled import rff_full_gram, rff_lowrank_gram
 from ..math.kernels import median_heuristic
 from ..math.linalg import lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir
@@ -77,7 +77,7 @@ class FastKameleonAdaptState(LocalGaussianAdaptState):
     n_pending: int = 0
     root: np.ndarray | None = None  # (D, D); rows [:rank]: R with R^T R ~ cov (truncated)
     rank: int = 0  # 0: not factorised since the last snapshot
-    omega: np.ndarray | None = None  # frequencies omega0 / s of the factorised snapshot
+    omega: np.ndarray | None = None  # frequencies omega0 / s of the snapshot
 
 
 class FastKameleonStep(LocalGaussianStep):
@@ -326,6 +326,7 @@ class FastKameleonStep(LocalGaussianStep):
         a = self._adapt
         self._flush()
         a.cov = a.moments.cov
+        a.omega = a.features.omega
         a.rank = 0  # factorised when a proposal first needs it
         a.cache.clear()  # C changed: cached proposals are stale
 
@@ -348,11 +349,13 @@ class FastKameleonStep(LocalGaussianStep):
 
     def _gram(self, y: np.ndarray) -> np.ndarray:
         a = self._adapt
+        sincos = a.features.embedding == "sincos"
         if self.trace_tolerance == 0.0 and self.tune:
             # nothing to truncate: a factorisation per snapshot would cost more than it saves
-            J = a.features.jacobian(y)
-            return J.T @ (a.cov @ J)
+            return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
         if a.rank == 0:
             self._factorise()
-        sincos = a.features.embedding == "sincos"
+        if self.trace_tolerance == 0.0 and a.rank > a.omega.shape[0]:
+            # untruncated and of high rank: the folded full covariance is the cheaper product
+            return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
         return rff_lowrank_gram(y, a.omega, a.features.phase, a.root[: a.rank], sincos)
