@@ -370,10 +370,11 @@ class BaseKernelStep(ArrayStepShared):
                 moves += accepted
                 if self.tune:
                     w.iteration += 1
-                    if kernel:
+                    if kernel:  # the warm-up windows are closed: no moments to keep
                         w.accepts.append(accept_prob)
                         self._adapt_step(state, accept_prob)
-                    elif probe:
+                        continue
+                    if probe:
                         w.noise.add(accept_prob)
                     else:
                         w.accepts.append(accept_prob)
