@@ -38,6 +38,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -189,9 +190,9 @@ class RandomFourierFeatures:
         """The same random basis for another bandwidth."""
         return replace(self, bandwidth=float(bandwidth))
 
-    @property
+    @cached_property
     def omega(self) -> np.ndarray:
-        """Frequencies ``omega_j = omega0_j / s``, shape ``(n_freq, d)``."""
+        """Frequencies ``omega_j = omega0_j / s``, shape ``(n_freq, d)`` (computed once)."""
         return self.omega0 / self.bandwidth
 
     @property
