@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from checks import DropHastingsCorrection, banana_check, sample
+from checks import DropHastingsCorrection, banana_check, banana_check_groups, sample
 from scipy.stats import multivariate_normal
 
 from pymc_kameleon import FastKameleonStep
@@ -192,10 +192,19 @@ def test_banana_moderate_8d_quantiles():
 
 @pytest.mark.slow
 def test_banana_forward_covariance_bug_fails():
+    """The negative control of ``test_banana_moderate_8d_quantiles``: its criterion, applied
+    to the four disjoint 4-chain groups of a 16-chain run of ``ForwardCovarianceReused``
+    (same budget per chain), rejects at least three, and the 16 chains together fail too.
+
+    A single 4-chain run was not a control: after the compiled numerics (other rounding)
+    seed 1 gave 0.052 and passed.  Measured then (2026-11-23, PyMC 5.28.5), 16 chains, seed
+    1: group errors 0.089, 0.089, 0.088, 0.092, pooled 0.090 (a bias, not noise).
+    """
     idata = sample(banana_model(8, 0.03, 100.0), ForwardCovarianceReused, draws=8000,
-                   tune=3000, chains=4, cores=2, seed=1)
+                   tune=3000, chains=16, cores=2, seed=1)
+    groups = banana_check_groups(idata, 0.03, 100.0)
     err, _ = banana_check(idata, 0.03, 100.0)
-    assert err >= 0.06, err
+    assert sum(e >= 0.06 for e, _ in groups) >= 3 and err >= 0.06, (groups, err)
 
 
 def _proposal_distortion(fkamh_kwargs, seeds=(0, 1, 2)):
