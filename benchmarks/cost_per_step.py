@@ -7,8 +7,8 @@ Usage::
 
 For each dimension ``d`` the model is the banana B(0.1, 100) of
 :func:`pymc_kameleon.models.banana_model` (a cheap PyTensor log density).  Each step is driven
-by ``step.step(point)`` in a loop, as ``pm.sample`` does, after one untimed block (PyTensor
-compilation, warm-up of the caches):
+by ``step.step(point)`` in a loop, as ``pm.sample`` does, after one untimed block (Numba and
+PyTensor compilation, warm-up of the caches):
 
 * our steps (``warmup_draws=20``, so the kernel adaptation starts early) are timed in two
   blocks while tuning (early and late: the cost must not grow with the chain) and one block
@@ -40,7 +40,8 @@ import pymc as pm
 from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
-from pymc_kameleon.compat import start_chain
+from pymc_kameleon.compat import group_dataset, start_chain
+from pymc_kameleon.math._compiled import HAVE_NUMBA
 from pymc_kameleon.models import banana_model
 
 from .common import quiet_pymc
@@ -58,6 +59,17 @@ STEPS = [
     ("pm.Metropolis", lambda: pm.Metropolis(), False),
     ("pm.DEMetropolisZ", lambda: pm.DEMetropolisZ(), False),
     ("pm.Slice", lambda: pm.Slice(), False),
+]
+
+#: the same steps as a user makes them (full warm-up), for the end-to-end comparison
+SAMPLE_STEPS = [
+    ("KameleonStep", KameleonStep, True),
+    ("FastKameleonStep", FastKameleonStep, True),
+    ("KernelHMCStep", KernelHMCStep, True),
+    ("RandomWalkStep", RandomWalkStep, True),
+    ("pm.Metropolis", pm.Metropolis, False),
+    ("pm.DEMetropolisZ", pm.DEMetropolisZ, False),
+    ("pm.Slice", pm.Slice, False),
 ]
 
 
@@ -92,7 +104,7 @@ def _logp_cost(step, point, n: int = 2000) -> float:
 def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
     """Microseconds per MH iteration in each phase, split as described in the module doc.
 
-    Returns ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``.
+    Returns ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``, ``"rank"``.
     """
     model = banana_model(dim, b=B)
     with model:
@@ -125,7 +137,31 @@ def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
     step.stop_tuning()
     out["draws"] = block(draws)
     out["n_steps"] = n_steps
+    adapt = getattr(step, "_adapt", None)
+    out["rank"] = getattr(adapt, "rank", None)
     return out
+
+
+def time_sample(make, dim: int, tune: int, draws: int, ours: bool, seed: int = 0) -> dict:
+    """End to end: ``pm.sample`` (one chain, tuning included) on ``banana_model(dim)``.
+
+    The step is built before the clock starts (it compiles the log density); the time is
+    PyMC's own ``sampling_time`` attribute.  MH iterations are the log-density evaluations
+    (the ``n_evals`` stat, tuning included) for our steps and one per draw for PyMC's.
+    """
+    model = banana_model(dim, b=B)
+    with model:
+        step = make()
+        idata = pm.sample(draws=draws, tune=tune, chains=1, cores=1, step=step,
+                          random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False, discard_tuned_samples=False)
+    seconds = float(group_dataset(idata, "posterior").attrs["sampling_time"])
+    if ours:  # one evaluation per MH iteration (a rejected non-finite proposal has none)
+        iterations = sum(int(group_dataset(idata, g)["n_evals"].sum())
+                         for g in ("warmup_sample_stats", "sample_stats"))
+    else:
+        iterations = tune + draws
+    return {"seconds": seconds, "iterations": iterations, "us": 1e6 * seconds / iterations}
 
 
 def _cell(res: dict) -> str:
@@ -141,6 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iters", type=int, default=2000,
                         help="MH iterations per timed block (at least 5 draws)")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/cost_per_step.md"))
+    parser.add_argument("--sample-dim", type=int, default=10,
+                        help="dimension of the end-to-end pm.sample comparison (0: skip it)")
+    parser.add_argument("--sample-budget", default="1000,1000", help="tune,draws of it")
     args = parser.parse_args(argv)
     dims = [int(d) for d in args.dims.split(",")]
     quiet_pymc()
@@ -156,7 +195,15 @@ def main(argv: list[str] | None = None) -> None:
                 results[d].append((label, res))
                 print(d, f"{label:18s}", {k: _cell(v) for k, v in res.items()
                                           if isinstance(v, dict)}, flush=True)
-    versions = ", ".join(f"{p} {version(p)}" for p in ("pymc", "pytensor", "numpy"))
+        sampled = []
+        if args.sample_dim:
+            tune, draws = (int(v) for v in args.sample_budget.split(","))
+            for label, make, ours in SAMPLE_STEPS:
+                res = time_sample(make, args.sample_dim, tune, draws, ours)
+                sampled.append((label, res))
+                print("pm.sample", f"{label:18s}", res, flush=True)
+    packages = ("pymc", "pytensor", "numpy") + (("numba",) if HAVE_NUMBA else ())
+    versions = ", ".join(f"{p} {version(p)}" for p in packages)
     lines = [
         "# Cost per Metropolis-Hastings iteration",
         "",
@@ -164,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         f"average at start {load0}, at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (BLAS limited to 1 thread); "
         f"Python {platform.python_version()}, {versions}; compiled numerics: "
-        "NumPy/SciPy (none compiled)",
+        f"{'Numba' if HAVE_NUMBA else 'NumPy fallback'}",
         f"- command: `python -m benchmarks.cost_per_step --dims {args.dims} "
         f"--iters {args.iters}`",
         "",
@@ -177,12 +224,27 @@ def main(argv: list[str] | None = None) -> None:
     ]
     for d in dims:
         lines += ["", f"## d = {d}", "",
-                  "| step | n_steps | tuning (early) | tuning (late) | draws |",
-                  "|---|---|---|---|---|"]
+                  "| step | n_steps | tuning (early) | tuning (late) | draws | F-KAMH rank |",
+                  "|---|---|---|---|---|---|"]
         for label, res in results[d]:
             late = _cell(res["tune late"]) if "tune late" in res else ""
+            rank = "" if not res["rank"] else str(res["rank"])
             lines.append(f"| {label} | {res['n_steps']} | {_cell(res['tune early'])} | {late} "
-                         f"| {_cell(res['draws'])} |")
+                         f"| {_cell(res['draws'])} | {rank} |")
+    if sampled:
+        base = dict(sampled)["pm.DEMetropolisZ"]["us"]
+        lines += ["", f"## pm.sample end to end, d = {args.sample_dim}", "",
+                  f"`pm.sample(tune={tune}, draws={draws}, chains=1, cores=1)` on "
+                  f"`banana_model({args.sample_dim}, b=0.1)`, our steps at their defaults "
+                  "(warm-up included), PyMC's `sampling_time` per MH iteration (our steps: "
+                  "`n_steps` iterations per draw; PyMC's: one `step.step` call per draw). "
+                  "This includes what `pm.sample` adds per draw (trace, stats), which our steps "
+                  "share among their `n_steps` iterations.", "",
+                  "| step | sampling s | MH iterations | us per iteration | / DEMetropolisZ |",
+                  "|---|---|---|---|---|"]
+        for label, res in sampled:
+            lines.append(f"| {label} | {res['seconds']:.2f} | {res['iterations']} | "
+                         f"{res['us']:.1f} | {res['us'] / base:.2f} |")
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -117,8 +117,11 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     >>> median_heuristic(np.array([[0.0], [1.0], [3.0]]))
     2.0
     """
-    Z = np.atleast_2d(np.asarray(Z, dtype=float))
-    _, first = np.unique(Z, axis=0, return_index=True)
+    Z = np.ascontiguousarray(np.atleast_2d(np.asarray(Z, dtype=float)))
+    # rows as single byte strings: equal points of a chain are bit-identical copies, and
+    # sorting these is ~10x faster than np.unique(axis=0)'s lexicographic sort
+    rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
+    _, first = np.unique(rows, return_index=True)
     Z = Z[np.sort(first)]  # distinct rows, in their original order
     if max_points is not None:
         Z = Z[:max_points]

@@ -8,7 +8,13 @@ import numpy as np
 from scipy.linalg import LinAlgError
 from scipy.linalg.lapack import dtrtrs
 
-__all__ = ["MultivariateNormal", "safe_cholesky"]
+__all__ = [
+    "MultivariateNormal",
+    "gaussian_factor",
+    "gaussian_logpdf",
+    "lowrank_root",
+    "safe_cholesky",
+]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -132,3 +138,110 @@ class MultivariateNormal:
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         """One draw."""
         return self.mean + self.chol @ rng.standard_normal(self.dim)
+
+
+def gaussian_factor(G: np.ndarray, gamma2: float, scale: float) -> tuple[np.ndarray, float, bool]:
+    """Cholesky factor of a local-Gaussian proposal covariance ``gamma2 I + scale G``.
+
+    The reference of the compiled :func:`pymc_kameleon.math._compiled.gaussian_factor`: the
+    covariance is symmetrised as in :func:`safe_cholesky`, but no jitter is tried; the caller
+    falls back to :func:`safe_cholesky` when ``ok`` is False.
+
+    Parameters
+    ----------
+    G : ndarray, shape (d, d)
+        Adaptive part of the covariance (symmetric up to rounding).
+    gamma2, scale : float
+        Variance of the isotropic term and scale of ``G``.
+
+    Returns
+    -------
+    L : ndarray, shape (d, d)
+        Lower factor (meaningless when ``ok`` is False).
+    half_logdet : float
+        ``sum(log(diag(L)))``, half the log determinant of the covariance.
+    ok : bool
+        Whether the matrix was finite and numerically positive definite.
+
+    References
+    ----------
+    .. [1] Golub, G. H., Van Loan, C. F. (2013). Matrix Computations, 4th ed., Section 4.2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L, half_logdet, ok = gaussian_factor(np.eye(2), 1.0, 3.0)
+    >>> ok, bool(np.allclose(L, 2.0 * np.eye(2))), round(half_logdet, 6)
+    (True, True, 1.386294)
+    """
+    d = G.shape[0]
+    A = gamma2 * np.eye(d) + scale * G
+    A = 0.5 * (A + A.T)
+    if not np.all(np.isfinite(A)):
+        return np.zeros((d, d)), 0.0, False
+    try:
+        L = np.linalg.cholesky(A)
+    except LinAlgError:
+        return np.zeros((d, d)), 0.0, False
+    return L, float(np.sum(np.log(L.diagonal()))), True
+
+
+def gaussian_logpdf(x: np.ndarray, mean: np.ndarray, L: np.ndarray, half_logdet: float) -> float:
+    """``log N(x | mean, L L^T)`` given the factor and its ``half_logdet``.
+
+    The reference of the compiled version; see :meth:`MultivariateNormal.logpdf`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(gaussian_logpdf(np.zeros(1), np.zeros(1), np.eye(1), 0.0), 6)
+    -0.918939
+    """
+    return MultivariateNormal(np.asarray(mean, dtype=float), L).logpdf(x)
+
+
+def lowrank_root(cov: np.ndarray, trace_tolerance: float) -> np.ndarray:
+    """A factor ``R`` (shape ``(r, D)``) with ``R^T R`` the leading eigenpairs of ``cov``.
+
+    The eigenpairs are kept in decreasing order until the discarded ones hold at most
+    ``trace_tolerance`` of the trace; eigenvalues below ``1e-12`` times the largest (the
+    numerical null space) are always discarded.  ``trace_tolerance = 0`` keeps the numerical
+    rank, i.e. ``R^T R = cov`` up to rounding.
+
+    Parameters
+    ----------
+    cov : ndarray, shape (D, D)
+        Symmetric positive semi-definite matrix.
+    trace_tolerance : float
+        Fraction of the trace the discarded eigenpairs may hold, in ``[0, 1)``.
+
+    Returns
+    -------
+    ndarray, shape (r, D)
+        ``sqrt(lambda_k) v_k^T`` for the kept eigenpairs, largest first (``r >= 1``).
+
+    References
+    ----------
+    .. [1] Eckart, C., Young, G. (1936). The approximation of one matrix by another of lower
+       rank. Psychometrika 1(3), 211-218 (the truncated eigendecomposition is the best
+       rank-``r`` approximation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lowrank_root(np.diag([1.0, 1e-5, 0.0]), 1e-3).round(6)
+    array([[1., 0., 0.]])
+    """
+    w, U = np.linalg.eigh(cov)
+    w, U = w[::-1], U[:, ::-1]
+    w_max = max(float(w[0]), 0.0)
+    positive = w > 1e-12 * w_max
+    tail = np.cumsum(np.where(positive, w, 0.0)[::-1])[::-1]  # tail[k] = sum_{j >= k}
+    total = tail[0] if tail.size else 0.0
+    keep = int(np.sum(positive))
+    if total > 0 and trace_tolerance > 0:
+        # smallest r with tail[r] <= tolerance * total (tail[keep] == 0)
+        small = np.nonzero(np.append(tail, 0.0) <= trace_tolerance * total)[0]
+        keep = min(keep, int(small[0]))
+    keep = max(keep, 1)
+    return (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T

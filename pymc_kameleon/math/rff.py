@@ -38,11 +38,12 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
 
-__all__ = ["RandomFourierFeatures", "standard_frequencies"]
+__all__ = ["RandomFourierFeatures", "lowrank_gram", "standard_frequencies"]
 
 Embedding = Literal["sincos", "phase"]
 Frequencies = Literal["gaussian", "orthogonal", "halton"]
@@ -189,9 +190,9 @@ class RandomFourierFeatures:
         """The same random basis for another bandwidth."""
         return replace(self, bandwidth=float(bandwidth))
 
-    @property
+    @cached_property
     def omega(self) -> np.ndarray:
-        """Frequencies ``omega_j = omega0_j / s``, shape ``(n_freq, d)``."""
+        """Frequencies ``omega_j = omega0_j / s``, shape ``(n_freq, d)`` (computed once)."""
         return self.omega0 / self.bandwidth
 
     @property
@@ -228,6 +229,25 @@ class RandomFourierFeatures:
             omega = self.omega
         return dscalar[..., :, None] * omega
 
+    def lowrank_gram(self, y: np.ndarray, root: np.ndarray) -> np.ndarray:
+        """``J(y)^T R^T R J(y)``: the F-KAMH adaptive part with the feature covariance given
+        by a factor ``R`` (shape ``(r, D)``, ``R^T R = C``), in ``O(r D d)``.
+
+        The reference of the compiled
+        :func:`pymc_kameleon.math._compiled.rff_lowrank_gram`.
+        """
+        RJ = root @ self.jacobian(y)
+        return RJ.T @ RJ
+
+    def full_gram(self, y: np.ndarray, cov: np.ndarray) -> np.ndarray:
+        """``J(y)^T C J(y)``: the F-KAMH adaptive part with the full feature covariance ``C``
+        (shape ``(D, D)``), in ``O(D^2 d)``.
+
+        The reference of the compiled :func:`pymc_kameleon.math._compiled.rff_full_gram`.
+        """
+        J = self.jacobian(y)
+        return J.T @ (cov @ J)
+
     def omega_sq_norms(self) -> np.ndarray:
         """``||omega_{j(i)}||^2`` for every feature ``i`` (shape ``(D,)``).
 
@@ -236,3 +256,41 @@ class RandomFourierFeatures:
         """
         sq = np.sum(self.omega**2, axis=1)
         return np.concatenate([sq, sq]) if self.embedding == "sincos" else sq
+
+
+def lowrank_gram(
+    y: np.ndarray, omega: np.ndarray, phase: np.ndarray, root: np.ndarray, sincos: bool
+) -> np.ndarray:
+    """:meth:`RandomFourierFeatures.lowrank_gram` with the basis given by its arrays.
+
+    ``omega`` are the frequencies ``omega0 / s`` (the signature of the compiled version).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rff = RandomFourierFeatures.draw(2, 20, 1.0, np.random.default_rng(0), "sincos")
+    >>> root = np.eye(20)[:3]
+    >>> G = lowrank_gram(np.zeros(2), rff.omega, rff.phase, root, True)
+    >>> bool(np.allclose(G, rff.lowrank_gram(np.zeros(2), root)))
+    True
+    """
+    embedding = "sincos" if sincos else "phase"
+    return RandomFourierFeatures(omega, phase, 1.0, embedding).lowrank_gram(y, root)
+
+
+def full_gram(
+    y: np.ndarray, omega: np.ndarray, phase: np.ndarray, cov: np.ndarray, sincos: bool
+) -> np.ndarray:
+    """:meth:`RandomFourierFeatures.full_gram` with the basis given by its arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rff = RandomFourierFeatures.draw(2, 20, 1.0, np.random.default_rng(0), "sincos")
+    >>> G = full_gram(np.zeros(2), rff.omega, rff.phase, np.eye(20), True)
+    >>> J = rff.jacobian(np.zeros(2))
+    >>> bool(np.allclose(G, J.T @ J))
+    True
+    """
+    embedding = "sincos" if sincos else "phase"
+    return RandomFourierFeatures(omega, phase, 1.0, embedding).full_gram(y, cov)

@@ -30,6 +30,7 @@ adaptation happens only while tuning, and only between iterations.
 
 from __future__ import annotations
 
+import math
 import warnings
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -352,30 +353,32 @@ class BaseKernelStep(ArrayStepShared):
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
         n_steps = self.n_steps  # fixed within a draw
-        for _ in range(n_steps):
-            probe = (not kernel and w.noisy and self.tune
-                     and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
-            if kernel:
-                proposal, info = self._propose(state)
-            elif probe:
-                proposal = Proposal(state.position.copy(), 0.0)
-            else:
-                step = w.rw.value * self.rng.standard_normal(self.dim)
-                proposal = Proposal(state.position + step, 0.0)
-            state, accept_prob, accepted, evaluated = self._mh(state, proposal)
-            evals += evaluated
-            accept_sum += accept_prob
-            moves += accepted
-            if self.tune:
-                w.iteration += 1
+        with np.errstate(all="ignore"):  # once per draw, not per iteration
+            for _ in range(n_steps):
+                probe = (not kernel and w.noisy and self.tune
+                         and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
                 if kernel:
-                    w.accepts.append(accept_prob)
-                    self._adapt_step(state, accept_prob)
+                    proposal, info = self._propose(state)
                 elif probe:
-                    w.noise.add(accept_prob)
+                    proposal = Proposal(state.position.copy(), 0.0)
                 else:
-                    w.accepts.append(accept_prob)
-                w.window.add(w.x, accepted)
+                    step = w.rw.value * self.rng.standard_normal(self.dim)
+                    proposal = Proposal(state.position + step, 0.0)
+                state, accept_prob, accepted, evaluated = self._mh(state, proposal)
+                evals += evaluated
+                accept_sum += accept_prob
+                moves += accepted
+                if self.tune:
+                    w.iteration += 1
+                    if kernel:  # the warm-up windows are closed: no moments to keep
+                        w.accepts.append(accept_prob)
+                        self._adapt_step(state, accept_prob)
+                        continue
+                    if probe:
+                        w.noise.add(accept_prob)
+                    else:
+                        w.accepts.append(accept_prob)
+                    w.window.add(w.x, accepted)
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
@@ -392,19 +395,19 @@ class BaseKernelStep(ArrayStepShared):
     def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
         """One Metropolis-Hastings decision; updates the stored model-space position."""
         w = self._warm
-        if proposal.log_correction == -np.inf or not np.all(np.isfinite(proposal.position)):
+        if proposal.log_correction == -np.inf or not np.isfinite(proposal.position).all():
             return state, 0.0, False, 0  # e.g. a diverged trajectory: no evaluation
         x_new = self._round(w.precond.to_x(proposal.position))
         u_new = proposal.position
         if self._float32_slices:
             u_new = w.precond.to_u(x_new)
-        logp_new = self._logp(x_new)
-        with np.errstate(invalid="ignore", over="ignore"):
-            log_accept = logp_new - state.logp + proposal.log_correction
-        if not np.isfinite(logp_new) or np.isnan(log_accept):
-            log_accept = -np.inf
+        logp_new = self._logp_unchecked(x_new)  # astep ignores floating-point warnings
+        log_accept = float(logp_new - state.logp + proposal.log_correction)
+        if not math.isfinite(logp_new) or math.isnan(log_accept):
+            log_accept = -math.inf
         accept_prob = float(np.exp(min(log_accept, 0.0)))
-        if np.log(self.rng.uniform()) < log_accept:
+        u = self.rng.uniform()
+        if np.log(u) < log_accept:
             w.x, w.logp = x_new, logp_new
             return ChainState(u_new, logp_new), accept_prob, True, 1
         return state, accept_prob, False, 1
@@ -425,8 +428,12 @@ class BaseKernelStep(ArrayStepShared):
 
     def _logp(self, x: np.ndarray) -> float:
         with np.errstate(all="ignore"):
-            value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
-        return value if np.isfinite(value) else -np.inf
+            return self._logp_unchecked(x)
+
+    def _logp_unchecked(self, x: np.ndarray) -> float:
+        """:meth:`_logp` without its ``np.errstate`` (the caller holds one)."""
+        value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
+        return value if math.isfinite(value) else -math.inf
 
     def _round(self, x: np.ndarray) -> np.ndarray:
         """The point PyMC will store: float32 variables rounded (mixed-precision blocks)."""

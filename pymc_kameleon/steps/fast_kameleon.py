@@ -8,7 +8,9 @@ from typing import Literal
 import numpy as np
 
 from ..adaptation import GeometricSchedule
+from ..math._compiled import rff_full_gram, rff_lowrank_gram
 from ..math.kernels import median_heuristic
+from ..math.linalg import lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir
 from ..math.rff import RandomFourierFeatures
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
@@ -17,6 +19,8 @@ __all__ = ["FastKameleonStep", "default_n_features"]
 
 # tuning iterations between snapshots of the feature covariance used by the proposals
 _SNAPSHOT_GAP = 100
+#: default share of the trace of the feature covariance its discarded eigenpairs may hold
+TRACE_TOLERANCE = 0.0
 # a refresh restarts the feature moments only if the median heuristic moved by more than this
 BANDWIDTH_TOLERANCE = 0.2
 # default number of features: FEATURES_PER_DIM * d, clipped to [MIN_FEATURES, MAX_FEATURES]
@@ -33,7 +37,8 @@ def default_n_features(dim: int) -> int:
     distorts the proposal more as ``d`` grows (on the 8-d bananas ``D = 200`` gave proposals
     up to 4.4 times too wide in one direction and half of KAMH's ESS per iteration, see
     ``docs/benchmarks/fkamh_features.md``).  ``D = 50 d`` keeps ``d / D`` fixed; it is
-    clipped to ``[200, 500]`` because the cost per iteration is ``O(D^2 d)``.
+    clipped to ``[200, 500]`` because the cost per iteration grows with ``D`` (``O(r D d)``
+    with the rank ``r`` of the truncated feature covariance, see :class:`FastKameleonStep`).
 
     Parameters
     ----------
@@ -68,7 +73,11 @@ class FastKameleonAdaptState(LocalGaussianAdaptState):
     features: RandomFourierFeatures | None = None
     moments: OnlineMeanCov | None = None  # feature mean/covariance over the history
     cov: np.ndarray | None = None  # snapshot of the feature covariance used by proposals
-    cov_root: np.ndarray | None = None  # (r, D) with root^T root = frozen covariance
+    pending: np.ndarray | None = None  # (_SNAPSHOT_GAP, D) features not yet in the moments
+    n_pending: int = 0
+    root: np.ndarray | None = None  # (D, D); rows [:rank]: R with R^T R ~ cov (truncated)
+    rank: int = 0  # 0: not factorised since the last snapshot
+    omega: np.ndarray | None = None  # frequencies omega0 / s of the snapshot
 
 
 class FastKameleonStep(LocalGaussianStep):
@@ -83,8 +92,24 @@ class FastKameleonStep(LocalGaussianStep):
 
     and the Metropolis-Hastings ratio uses the reverse density with ``J(x*)`` at the
     proposed point and the same ``C`` and ``eta`` (the dissertation's R code reused the
-    forward covariance there, which is wrong).  Cost per iteration ``O(D^2 d + D d^2 + d^3)``
-    and memory ``O(D^2)``, independent of the chain length: no history array grows.
+    forward covariance there, which is wrong).
+
+    ``C`` enters the proposal through a low-rank factor: its leading eigenpairs, until the
+    discarded ones hold at most ``trace_tolerance`` (default 0: the numerical rank) of its
+    trace, so
+    ``C ~ R^T R`` with ``R`` of shape ``(r, D)`` and the adaptive part is ``(R J)^T (R J)``,
+    ``O(r D d)`` instead of ``O(D^2 d)`` (``benchmarks/cost_per_step.py`` reports ``r``).
+    The truncated covariance *is* the proposal: the draw and both densities of the
+    Metropolis-Hastings ratio use the same ``R``, so the chain stays exact.  Without
+    truncation (the default ``trace_tolerance=0``) the same product is computed as
+    ``Omega^T (S^T C S) Omega`` with ``J = S Omega``, ``O(m^2 d)`` for ``m`` frequencies
+    (``D / 2`` for the sine/cosine pairs), while tuning and, after it, whenever the rank
+    ``r`` exceeds ``m``.  Cost per
+    iteration ``O(min(r D, m^2) d + d^3)`` (compiled with Numba when available) and memory
+    ``O(D^2)``, independent of the chain length: no history array grows.  It is not below
+    KAMH's ``O(n d^2)`` with ``n = 1000`` at the default ``D`` (``d >= 8``): the ``D`` the
+    proposal's accuracy needs (see :func:`default_n_features`) costs more than a 1000-point
+    kernel history.
 
     Adaptation, only while PyMC tunes:
 
@@ -92,8 +117,10 @@ class FastKameleonStep(LocalGaussianStep):
       offers the point to a uniform reservoir subsample of fixed size ``n_bandwidth``;
     * the proposals use a snapshot of ``C`` taken every 100 tuning iterations and at every
       refresh, so that between snapshots the proposal at the current point is reused and
-      an iteration costs one Jacobian product ``J^T C J`` (at the proposed point) instead
-      of two;
+      an iteration costs one Jacobian product (at the proposed point) instead of two.  The
+      feature vectors of the iterations between snapshots are added to the moments in one
+      batch at the snapshot (Chan et al.'s pairwise update, one BLAS product instead of 100
+      rank-one updates), and the snapshot is factorised once, when a proposal first needs it;
     * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
       the median heuristic is recomputed on the reservoir.  Only if it moved by more than
       20 % (``BANDWIDTH_TOLERANCE``; in practice while the chain is still in its transient)
@@ -126,7 +153,11 @@ class FastKameleonStep(LocalGaussianStep):
         with ``D = 200`` on the 8-d bananas the proposal was up to 4.4 times too wide in some
         direction and F-KAMH mixed at half of KAMH's ESS per iteration
         (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
-        The cost per iteration is ``O(D^2 d)``.
+        The cost per iteration is ``O(r D d)``.
+    trace_tolerance : float, default 0
+        Share of the trace of the feature covariance ``C`` that its discarded eigenpairs may
+        hold (the rank ``r`` of the factor the proposal uses).  ``0`` keeps the numerical
+        rank (``R^T R = C`` up to rounding).
     embedding : {"sincos", "phase"}, default "sincos"
         ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.  The pairs
         have the smaller kernel approximation variance (Sutherland and Schneider, 2015).
@@ -207,8 +238,11 @@ class FastKameleonStep(LocalGaussianStep):
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
         schedule: GeometricSchedule | None = None,
+        trace_tolerance: float = TRACE_TOLERANCE,
         **kwargs,
     ):
+        if not 0.0 <= trace_tolerance < 1.0:
+            raise ValueError(f"trace_tolerance must lie in [0, 1), got {trace_tolerance!r}")
         if n_features is not None and (int(n_features) != n_features or n_features < 2):
             raise ValueError(f"n_features must be an integer >= 2, got {n_features!r}")
         if embedding not in ("sincos", "phase"):
@@ -226,6 +260,7 @@ class FastKameleonStep(LocalGaussianStep):
         self.embedding = embedding
         self.frequencies = frequencies
         self.n_bandwidth = int(n_bandwidth)
+        self.trace_tolerance = float(trace_tolerance)
         self.fixed_bandwidth = None if bandwidth is None else float(bandwidth)
         super().__init__(
             vars,
@@ -250,7 +285,7 @@ class FastKameleonStep(LocalGaussianStep):
         moments = self._adapt.moments
         return {
             "n_features": self.n_features,
-            "n_history": 0 if moments is None else moments.count,
+            "n_history": 0 if moments is None else moments.count + self._adapt.n_pending,
         }
 
     # ------------------------------------------------------------------ history
@@ -258,9 +293,17 @@ class FastKameleonStep(LocalGaussianStep):
         a = self._adapt
         a.reservoir.add(x, self.rng)
         if a.moments is not None:
-            a.moments.update(a.features.features(x))
-            if a.t % _SNAPSHOT_GAP == 0:
+            a.pending[a.n_pending] = a.features.features(x)
+            a.n_pending += 1
+            if a.t % _SNAPSHOT_GAP == 0 or a.n_pending == a.pending.shape[0]:
                 self._snapshot()
+
+    def _flush(self) -> None:
+        """Add the pending feature vectors to the moments (one batch update)."""
+        a = self._adapt
+        if a.n_pending:
+            a.moments.update_batch(a.pending[: a.n_pending])
+            a.n_pending = 0
 
     def _refresh(self) -> None:
         a = self._adapt
@@ -272,6 +315,9 @@ class FastKameleonStep(LocalGaussianStep):
             a.features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, s, self.rng, self.embedding, self.frequencies
             )
+            a.pending = np.empty((_SNAPSHOT_GAP, self.n_features))
+            a.root = np.empty((self.n_features, self.n_features))
+        self._flush()
         if a.moments is None or abs(s / a.bandwidth - 1.0) > self.bandwidth_tolerance:
             # the features change with the bandwidth: the moments restart from the reservoir
             a.features = a.features.with_bandwidth(s)
@@ -285,15 +331,24 @@ class FastKameleonStep(LocalGaussianStep):
     def _snapshot(self) -> None:
         """Let the proposals use the current whole-history feature covariance."""
         a = self._adapt
+        self._flush()
         a.cov = a.moments.cov
+        a.omega = a.features.omega
+        a.rank = 0  # factorised when a proposal first needs it
         a.cache.clear()  # C changed: cached proposals are stale
+
+    def _factorise(self) -> None:
+        """Truncated eigendecomposition of the snapshot: ``R`` into ``root[:rank]``."""
+        a = self._adapt
+        R = lowrank_root(a.cov, self.trace_tolerance)
+        a.rank = R.shape[0]
+        a.root[: a.rank] = R
+        a.omega = a.features.omega
 
     def _on_stop_tuning(self) -> None:
         a = self._adapt
-        if a.active:  # C is frozen from now on: factor it once, keeping its numerical rank
-            w, U = np.linalg.eigh(a.cov)
-            keep = w > 1e-12 * max(float(w.max()), 0.0)
-            a.cov_root = (U[:, keep] * np.sqrt(w[keep])).T
+        if a.active and a.rank == 0:  # C is frozen from now on: factor it once
+            self._factorise()
 
     # ------------------------------------------------------------------ proposal
     def _natural_scale(self) -> float:
@@ -301,8 +356,13 @@ class FastKameleonStep(LocalGaussianStep):
 
     def _gram(self, y: np.ndarray) -> np.ndarray:
         a = self._adapt
-        J = a.features.jacobian(y)  # (D, d)
-        if a.cov_root is not None:
-            RJ = a.cov_root @ J
-            return RJ.T @ RJ
-        return J.T @ (a.cov @ J)
+        sincos = a.features.embedding == "sincos"
+        if self.trace_tolerance == 0.0 and self.tune:
+            # nothing to truncate: a factorisation per snapshot would cost more than it saves
+            return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
+        if a.rank == 0:
+            self._factorise()
+        if self.trace_tolerance == 0.0 and a.rank > a.omega.shape[0]:
+            # untruncated and of high rank: the folded full covariance is the cheaper product
+            return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
+        return rff_lowrank_gram(y, a.omega, a.features.phase, a.root[: a.rank], sincos)

@@ -23,6 +23,7 @@ the posterior scale learned in the warm-up.
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..adaptation import GeometricSchedule, RobbinsMonro
-from ..math.linalg import MultivariateNormal
+from ..math._compiled import gaussian_factor, gaussian_logpdf
+from ..math.linalg import MultivariateNormal, safe_cholesky
 from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["LocalGaussianAdaptState", "LocalGaussianStep"]
@@ -46,7 +48,7 @@ class LocalGaussianAdaptState:
     bandwidth: float = float("nan")
     active: bool = False  # is the adaptive part G(y) in use?
     natural: float = float("nan")  # natural scale of G at the last refresh
-    cache: dict = field(default_factory=dict)  # position bytes -> (G, scale, proposal)
+    cache: dict = field(default_factory=dict)  # position bytes -> (G, scale, chol, half_logdet)
 
 
 class LocalGaussianStep(BaseKernelStep):
@@ -90,6 +92,7 @@ class LocalGaussianStep(BaseKernelStep):
         self.schedule = schedule
         RobbinsMonro(1.0, self.target_accept, self.adapt_exponent)  # validate early
         super().__init__(vars, **kwargs)
+        self._zero_gram = np.zeros((self.dim, self.dim))  # the adaptive part while inactive
 
     # ------------------------------------------------------------------ subclass hooks
     @abstractmethod
@@ -144,46 +147,58 @@ class LocalGaussianStep(BaseKernelStep):
     def proposal_at(self, y: np.ndarray) -> MultivariateNormal:
         """The proposal distribution ``q(. | y)`` under the current adaptation."""
         y = np.asarray(y, dtype=float)
-        gram = self._gram(y) if self._adapt.active else None
-        return self._gaussian(y, gram, self.scale)
+        _, (_, _, L, _) = self._cached_proposal(y, {})
+        return MultivariateNormal(y, L)
 
-    def _gaussian(self, y: np.ndarray, gram: np.ndarray | None, scale: float):
-        cov = np.diag(np.full(y.shape[0], self.gamma**2))
-        if gram is not None:
-            cov += scale * gram
-        return MultivariateNormal.from_cov(y, cov)
+    def _factor(self, gram: np.ndarray | None, scale: float) -> tuple[np.ndarray, float]:
+        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram``.
+
+        Compiled when Numba is available; a matrix the plain factorisation rejects goes to
+        :func:`~pymc_kameleon.math.linalg.safe_cholesky` (jitter), which raises ``ValueError``
+        on non-finite entries.  Either way the factor is a deterministic function of the
+        covariance, so forward and reverse densities use the same rule.
+        """
+        if gram is None:  # the random walk N(y, gamma^2 I); scale may still be NaN
+            gram, scale = self._zero_gram, 0.0
+        L, half_logdet, ok = gaussian_factor(gram, self.gamma**2, scale)
+        if not ok:
+            cov = self.gamma**2 * np.eye(gram.shape[0]) + scale * gram
+            L, _ = safe_cholesky(cov)
+            half_logdet = float(np.sum(np.log(np.abs(L.diagonal()))))
+        return L, half_logdet
 
     def _cached_proposal(self, y: np.ndarray, cache: dict) -> tuple[bytes, tuple]:
-        """``(key, (gram, scale, distribution))`` at ``y``, reusing ``cache`` when valid.
+        """``(key, (gram, scale, chol, half_logdet))`` at ``y``, reusing ``cache`` if valid.
 
         The proposal at a point depends on the point, the adaptive part (the cache is
         emptied whenever that changes) and the scale (checked here).
         """
-        y = np.asarray(y, dtype=float)
         key = y.tobytes()
         scale = self.scale
         entry = cache.get(key)
         if entry is None:
             gram = self._gram(y) if self._adapt.active else None
-            entry = (gram, scale, self._gaussian(y, gram, scale))
+            entry = (gram, scale, *self._factor(gram, scale))
         elif entry[1] != scale and not (np.isnan(scale) and np.isnan(entry[1])):
-            entry = (entry[0], scale, self._gaussian(y, entry[0], scale))
+            entry = (entry[0], scale, *self._factor(entry[0], scale))
         return key, entry
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
+        y = state.position
         try:
-            key_y, entry_y = self._cached_proposal(state.position, a.cache)
-            forward = entry_y[2]
-            x_new = forward.sample(self.rng)
+            key_y, entry_y = self._cached_proposal(y, a.cache)
+            z = self.rng.standard_normal(y.shape[0])
+            x_new = y + entry_y[2] @ z
             key_x, entry_x = self._cached_proposal(x_new, a.cache)
-            reverse = entry_x[2]
         except (ValueError, np.linalg.LinAlgError):  # overflowing covariance: a rejection
-            return Proposal(state.position, -np.inf), {}
-        with np.errstate(all="ignore"):
-            log_correction = reverse.logpdf(state.position) - forward.logpdf(x_new)
-        if not np.isfinite(log_correction):
-            return Proposal(state.position, -np.inf), {}
+            return Proposal(y, -np.inf), {}
+        # the same solve for both densities keeps a symmetric proposal exactly symmetric
+        forward = gaussian_logpdf(x_new, y, entry_y[2], entry_y[3])
+        reverse = gaussian_logpdf(y, x_new, entry_x[2], entry_x[3])
+        log_correction = reverse - forward
+        if not math.isfinite(log_correction):
+            return Proposal(y, -np.inf), {}
         # both points can be the next current point: keep exactly their two entries
         a.cache = {key_y: entry_y, key_x: entry_x}
         return Proposal(x_new, log_correction), {}

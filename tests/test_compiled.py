@@ -1,0 +1,96 @@
+"""The compiled per-iteration numerics agree with their NumPy references to 1e-10."""
+
+import numpy as np
+import pytest
+
+from pymc_kameleon.math import _compiled
+from pymc_kameleon.math.kamh import kamh_gram
+from pymc_kameleon.math.linalg import (
+    MultivariateNormal,
+    gaussian_factor,
+    gaussian_logpdf,
+    lowrank_root,
+    safe_cholesky,
+)
+from pymc_kameleon.math.rff import RandomFourierFeatures, full_gram, lowrank_gram
+
+pytestmark = pytest.mark.skipif(not _compiled.HAVE_NUMBA, reason="numba not available")
+
+RTOL = 1e-10
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * np.max(np.abs(b)))
+
+
+@pytest.mark.parametrize("d, n", [(1, 5), (2, 300), (8, 1000), (33, 200)])
+def test_kamh_gram(d, n):
+    rng = np.random.default_rng(d)
+    Z, y = rng.normal(size=(n, d)), rng.normal(size=d)
+    for s in (0.3, 1.0, 5.0):
+        _close(_compiled.kamh_gram(y, Z, s), kamh_gram(y, Z, s))
+
+
+@pytest.mark.parametrize("embedding", ["sincos", "phase"])
+@pytest.mark.parametrize("d, D, r", [(1, 20, 3), (2, 200, 17), (10, 500, 160), (30, 500, 500)])
+def test_rff_lowrank_gram(embedding, d, D, r):
+    rng = np.random.default_rng(D + r)
+    rff = RandomFourierFeatures.draw(d, D, 1.7, rng, embedding, "halton")
+    root = rng.normal(size=(r, D)) / np.sqrt(D)
+    y = rng.normal(size=d)
+    expected = lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos")
+    _close(expected, rff.lowrank_gram(y, root))
+    _close(_compiled.rff_lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos"),
+           expected)
+
+
+@pytest.mark.parametrize("embedding", ["sincos", "phase"])
+@pytest.mark.parametrize("d, D", [(1, 20), (2, 200), (10, 500), (30, 500)])
+def test_rff_full_gram(embedding, d, D):
+    rng = np.random.default_rng(D + d)
+    rff = RandomFourierFeatures.draw(d, D, 1.7, rng, embedding, "halton")
+    B = rng.normal(size=(D + 5, D)) / D
+    cov = 0.5 * (B.T @ B + (B.T @ B).T)
+    y = rng.normal(size=d)
+    J = rff.jacobian(y)
+    expected = full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos")
+    _close(expected, np.einsum("ia,ij,jb->ab", J, cov, J))  # independent of the reference
+    _close(_compiled.rff_full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos"),
+           expected)
+
+
+@pytest.mark.parametrize("d", [1, 2, 10, 100])
+def test_gaussian_factor_and_logpdf(d):
+    rng = np.random.default_rng(d)
+    B = rng.normal(size=(d + 3, d))
+    G = B.T @ B
+    L, half_logdet, ok = _compiled.gaussian_factor(G, 0.01, 0.7)
+    L_ref, half_ref, ok_ref = gaussian_factor(G, 0.01, 0.7)
+    assert ok and ok_ref
+    _close(L, L_ref)
+    assert half_logdet == pytest.approx(half_ref, rel=RTOL)
+    _close(L, safe_cholesky(0.01 * np.eye(d) + 0.7 * G)[0])
+    mean, x = rng.normal(size=d), rng.normal(size=d)
+    expected = MultivariateNormal(mean, L_ref).logpdf(x)
+    assert gaussian_logpdf(x, mean, L_ref, half_ref) == pytest.approx(expected, rel=RTOL)
+    assert _compiled.gaussian_logpdf(x, mean, L, half_logdet) == pytest.approx(expected, rel=RTOL)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
+def test_gaussian_factor_reports_failure(bad):
+    G = np.diag([1.0, bad])
+    for factor in (_compiled.gaussian_factor, gaussian_factor):
+        assert not factor(G, 1e-3 if bad == -1.0 else 1.0, 1.0)[2]
+
+
+def test_lowrank_root():
+    rng = np.random.default_rng(0)
+    U = np.linalg.qr(rng.normal(size=(50, 50)))[0]
+    w = 2.0 ** -np.arange(50.0)
+    C = (U * w) @ U.T
+    full = lowrank_root(C, 0.0)
+    _close(full.T @ full, C)
+    R = lowrank_root(C, 1e-3)
+    # 2^-k: the tail from k on holds 2^-k / 2 of the trace (2) -> keep 10 eigenpairs
+    assert R.shape == (10, 50)
+    assert np.trace(C - R.T @ R) <= 1e-3 * np.trace(C)
