@@ -65,7 +65,8 @@ def test_logp_backend_break_even_lines():
 def test_cost_per_step_writes_a_table_per_dimension(tmp_path):
     out = tmp_path / "cost.md"
     cost_per_step.main(["--dims", "2", "--iters", "20", "--out", str(out),
-                        "--sample-dim", "2", "--sample-budget", "30,20"])
+                        "--sample-dim", "2", "--sample-budget", "30,20",
+                        "--sample-repeats", "1"])
     text = out.read_text()
     assert "## d = 2" in text
     assert "## pm.sample end to end, d = 2" in text
