@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 from pymc_kameleon.adaptation import GeometricSchedule, RobbinsMonro
+from pymc_kameleon.math.kernels import distinct_rows
 from pymc_kameleon.math.linalg import MultivariateNormal, safe_cholesky
 from pymc_kameleon.math.online import OnlineMeanCov, Reservoir
 
@@ -111,3 +112,15 @@ def test_geometric_schedule():
     assert events == [10, 20, 40, 80, 160]
     assert sched.next_after(3) == 10
     assert GeometricSchedule(first=5, ratio=1.0).next_after(5) == 6
+
+
+def test_distinct_rows_are_np_unique_rows_in_chain_order():
+    """The byte-string comparison finds the rows np.unique(axis=0) finds, signed zeros
+    included, each at its first occurrence and in the original order."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4))
+    X = X[rng.integers(0, 300, size=1000)]  # repeats, as a chain's rejections make
+    X[::7, 1] = 0.0
+    X[3::7, 1] = -0.0
+    _, first = np.unique(X, axis=0, return_index=True)
+    np.testing.assert_array_equal(distinct_rows(X), X[np.sort(first)])

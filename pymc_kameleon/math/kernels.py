@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist, pdist
 
-__all__ = ["gaussian_kernel", "gaussian_kernel_grad", "median_heuristic"]
+__all__ = ["distinct_rows", "gaussian_kernel", "gaussian_kernel_grad", "median_heuristic"]
 
 
 def gaussian_kernel(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> np.ndarray:
@@ -84,6 +84,27 @@ def gaussian_kernel_grad(x: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.n
     return diff
 
 
+def distinct_rows(Z: np.ndarray) -> np.ndarray:
+    """The distinct rows of ``Z``, each at its first occurrence, in their original order.
+
+    The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found about ten times
+    faster: each row is compared as one byte string (a Metropolis chain repeats a point on
+    rejection as a bit-identical copy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> distinct_rows(np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [-0.0, 1.0]]))
+    array([[1., 2.],
+           [0., 1.]])
+    """
+    Z = np.atleast_2d(np.asarray(Z, dtype=float))
+    keys = np.ascontiguousarray(Z + 0.0)  # + 0.0 turns -0.0 into 0.0
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
+    _, first = np.unique(rows, return_index=True)
+    return Z[np.sort(first)]
+
+
 def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     """Median pairwise Euclidean distance of the rows of ``Z``.
 
@@ -117,12 +138,7 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     >>> median_heuristic(np.array([[0.0], [1.0], [3.0]]))
     2.0
     """
-    Z = np.ascontiguousarray(np.atleast_2d(np.asarray(Z, dtype=float)))
-    # rows as single byte strings: equal points of a chain are bit-identical copies, and
-    # sorting these is ~10x faster than np.unique(axis=0)'s lexicographic sort
-    rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
-    _, first = np.unique(rows, return_index=True)
-    Z = Z[np.sort(first)]  # distinct rows, in their original order
+    Z = distinct_rows(Z)
     if max_points is not None:
         Z = Z[:max_points]
     if Z.shape[0] < 2:

@@ -9,7 +9,7 @@ import numpy as np
 from ..adaptation import GeometricSchedule
 from ..math._compiled import kamh_gram
 from ..math.kamh import natural_nu2_scale
-from ..math.kernels import median_heuristic
+from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
@@ -167,7 +167,7 @@ class KameleonStep(LocalGaussianStep):
         a = self._adapt
         Z = a.reservoir.points
         s = self.fixed_bandwidth or median_heuristic(Z, max_points=_BANDWIDTH_POINTS)
-        if s <= 0 or len(np.unique(Z, axis=0)) < 2:
+        if s <= 0 or len(distinct_rows(Z)) < 2:
             return  # degenerate history: stay a random walk until it spreads out
         a.Z = Z
         a.bandwidth = s

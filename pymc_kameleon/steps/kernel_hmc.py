@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 
 from ..adaptation import AnchoredStepSize, GeometricSchedule, RobbinsMonro
 from ..math.hmc import hamiltonian_accept_prob, kinetic_energy, leapfrog
-from ..math.kernels import median_heuristic
+from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
 from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
@@ -519,7 +519,7 @@ class KernelHMCStep(BaseKernelStep):
         a = self._adapt
         X = a.reservoir.points
         s_med = median_heuristic(X)
-        if np.unique(X, axis=0).shape[0] < _MIN_DISTINCT or s_med <= 0:
+        if distinct_rows(X).shape[0] < _MIN_DISTINCT or s_med <= 0:
             return  # degenerate history: keep the random walk until it spreads out
         s_med = max(s_med, _MIN_BANDWIDTH * np.sqrt(2.0 * self.dim))
         if self.surrogate == "finite" and a.base_features is None:
@@ -585,9 +585,7 @@ class KernelHMCStep(BaseKernelStep):
         # Blocked cross-validation on distinct points in chain order: with random folds, the
         # copies (rejections) and neighbours of a held-out point of an autocorrelated chain
         # are in the training folds, which rewards over-fitting.
-        X = self._adapt.reservoir.points_in_order
-        _, first = np.unique(X, axis=0, return_index=True)
-        X = X[np.sort(first)]
+        X = distinct_rows(self._adapt.reservoir.points_in_order)
         if X.shape[0] > self.n_cv:
             X = X[np.sort(self.rng.choice(X.shape[0], self.n_cv, replace=False))]
         s_ref = self.fixed_bandwidth or s_med
