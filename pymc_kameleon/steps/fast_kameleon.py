@@ -343,7 +343,6 @@ class FastKameleonStep(LocalGaussianStep):
         R = lowrank_root(a.cov, self.trace_tolerance)
         a.rank = R.shape[0]
         a.root[: a.rank] = R
-        a.omega = a.features.omega
 
     def _on_stop_tuning(self) -> None:
         a = self._adapt
