@@ -15,6 +15,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytest
+import xarray as xr
 from pymc.step_methods.compound import BlockedStep
 from scipy import stats
 
@@ -130,10 +131,12 @@ def ks_pvalue(x: np.ndarray, cdf) -> float:
 
 
 def banana_check(idata, b: float, v: float, name: str = "x") -> tuple[float, float]:
-    """(quantile coverage error of |z|^2 against chi2_d, max R-hat) of a banana posterior."""
-    x = idata.posterior[name].values
+    """(quantile coverage error of |z|^2 against chi2_d, max R-hat) of a banana posterior
+    (``idata`` a ``pm.sample`` result or a posterior dataset)."""
+    post = idata if isinstance(idata, xr.Dataset) else group_dataset(idata, "posterior")
+    x = post[name].values
     err = banana_coverage_error(x.reshape(-1, x.shape[-1]), b, v)
-    rhat = max_rhat(idata, [name])
+    rhat = max_rhat(post, [name])
     return float(err), rhat
 
 
@@ -142,13 +145,8 @@ def banana_check_groups(idata, b: float, v: float, size: int = 4,
     """:func:`banana_check` of each disjoint group of ``size`` chains (a 16-chain run holds
     four 4-chain runs: the power of a 4-chain test at the price of one run)."""
     post = group_dataset(idata, "posterior")
-    out = []
-    for start in range(0, post.sizes["chain"] - size + 1, size):
-        part = post.isel(chain=slice(start, start + size))
-        x = part[name].values
-        err = banana_coverage_error(x.reshape(-1, x.shape[-1]), b, v)
-        out.append((float(err), max_rhat(part, [name])))
-    return out
+    return [banana_check(post.isel(chain=slice(start, start + size)), b, v, name)
+            for start in range(0, post.sizes["chain"] - size + 1, size)]
 
 
 @dataclass(frozen=True)
