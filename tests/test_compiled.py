@@ -26,9 +26,10 @@ def _close(a, b):
 @pytest.mark.parametrize("d, n", [(1, 5), (2, 300), (8, 1000), (33, 200)])
 def test_kamh_gram(d, n):
     rng = np.random.default_rng(d)
-    Z, y = rng.normal(size=(n, d)), rng.normal(size=d)
+    Z, y = rng.normal(size=(n, d)) + 3.0, rng.normal(size=d) + 3.0
+    Zt = np.ascontiguousarray(Z.T)
     for s in (0.3, 1.0, 5.0):
-        _close(_compiled.kamh_gram(y, Z, s), kamh_gram(y, Z, s))
+        _close(_compiled.kamh_gram_t(y, Zt, s), kamh_gram(y, Z, s))
 
 
 @pytest.mark.parametrize("embedding", ["sincos", "phase"])

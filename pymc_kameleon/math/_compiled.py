@@ -7,7 +7,7 @@ stays the definition and the test oracle (``tests/test_compiled.py`` checks agre
 =========================  ==================================================================
 compiled                   reference
 =========================  ==================================================================
-:func:`kamh_gram`          :func:`pymc_kameleon.math.kamh.kamh_gram`
+:func:`kamh_gram_t`        :func:`pymc_kameleon.math.kamh.kamh_gram` (history transposed)
 :func:`rff_lowrank_gram`   :func:`pymc_kameleon.math.rff.lowrank_gram`
 :func:`rff_full_gram`      :func:`pymc_kameleon.math.rff.full_gram`
 :func:`gaussian_factor`    :func:`pymc_kameleon.math.linalg.gaussian_factor`
@@ -40,7 +40,7 @@ __all__ = [
     "HAVE_NUMBA",
     "gaussian_factor",
     "gaussian_logpdf",
-    "kamh_gram",
+    "kamh_gram_t",
     "rff_full_gram",
     "rff_lowrank_gram",
 ]
@@ -57,28 +57,43 @@ except ImportError:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=
     HAVE_NUMBA = False
 
 
-def _kamh_gram(y, Z, bandwidth):
-    """Fused kernel gradients, centring and ``4 Mc^T Mc`` (see :func:`kamh.kamh_gram`)."""
-    n, d = Z.shape
+def _kamh_gram_t(y, Zt, bandwidth):
+    """Kernel gradients, centring and ``4 Mc^T Mc`` (see :func:`kamh.kamh_gram`) on the
+    history stored as columns, ``Zt = Z.T`` (``(d, n)``, C-contiguous): every inner loop then
+    runs along a contiguous row of length ``n`` and vectorises, and the ``d (d + 1) / 2``
+    entries of the symmetric result are contiguous dot products of the rows of ``Mc^T``.
+    """
+    d, n = Zt.shape
     inv_s2 = 1.0 / bandwidth**2
-    M = np.empty((n, d))
-    mean = np.zeros(d)
-    for i in range(n):
-        sq = 0.0
-        for j in range(d):
-            diff = Z[i, j] - y[j]
-            M[i, j] = diff
-            sq += diff * diff
-        w = math.exp(sq * (-0.5 * inv_s2)) * inv_s2
-        for j in range(d):
-            M[i, j] *= w
-            mean[j] += M[i, j]
+    half = -0.5 * inv_s2
+    Mt = np.empty((d, n))
+    weight = np.zeros(n)  # squared distances, then kernel weights k(y, z_i) / s^2
     for j in range(d):
-        mean[j] /= n
+        yj = y[j]
+        for i in range(n):
+            diff = Zt[j, i] - yj
+            Mt[j, i] = diff
+            weight[i] += diff * diff
     for i in range(n):
-        for j in range(d):
-            M[i, j] -= mean[j]
-    return 4.0 * (M.T @ M)
+        weight[i] = math.exp(weight[i] * half) * inv_s2
+    for j in range(d):
+        total = 0.0
+        for i in range(n):
+            v = Mt[j, i] * weight[i]
+            Mt[j, i] = v
+            total += v
+        mean = total / n
+        for i in range(n):
+            Mt[j, i] -= mean
+    G = np.empty((d, d))
+    for j in range(d):
+        for k in range(j, d):
+            total = 0.0
+            for i in range(n):
+                total += Mt[j, i] * Mt[k, i]
+            G[j, k] = 4.0 * total
+            G[k, j] = 4.0 * total
+    return G
 
 
 def _rff_lowrank_gram(y, omega, phase, root, sincos):
@@ -178,15 +193,24 @@ def _gaussian_logpdf(x, mean, L, half_logdet):
     return -0.5 * quad - half_logdet - 0.5 * d * _LOG_2PI
 
 
+def _kamh_gram_t_ref(y, Zt, bandwidth):
+    """The reference :func:`kamh.kamh_gram` with the compiled version's argument layout."""
+    return _kamh_ref.kamh_gram(y, Zt.T, bandwidth)
+
+
 if HAVE_NUMBA:
     _jit = _njit(cache=True, nogil=True, error_model="numpy")
-    kamh_gram = _jit(_kamh_gram)
+    # reassociation lets the reductions over the history vectorise; no "finite math only"
+    # flags, so NaN and infinity propagate as in the references
+    _jit_reduce = _njit(cache=True, nogil=True, error_model="numpy",
+                        fastmath={"reassoc", "contract"})
+    kamh_gram_t = _jit_reduce(_kamh_gram_t)
     rff_lowrank_gram = _jit(_rff_lowrank_gram)
     rff_full_gram = _jit(_rff_full_gram)
     gaussian_factor = _jit(_gaussian_factor)
     gaussian_logpdf = _jit(_gaussian_logpdf)
 else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
-    kamh_gram = _kamh_ref.kamh_gram
+    kamh_gram_t = _kamh_gram_t_ref
     rff_lowrank_gram = _rff_ref.lowrank_gram
     rff_full_gram = _rff_ref.full_gram
     gaussian_factor = _linalg_ref.gaussian_factor

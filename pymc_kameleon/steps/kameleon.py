@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math._compiled import kamh_gram
+from ..math._compiled import kamh_gram_t
 from ..math.kamh import natural_nu2_scale
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir
@@ -24,6 +24,7 @@ _BANDWIDTH_POINTS = 500
 class KameleonAdaptState(LocalGaussianAdaptState):
     reservoir: Reservoir | None = None
     Z: np.ndarray | None = None
+    Zt: np.ndarray | None = None  # Z.T, C-contiguous: the compiled Gram's layout
 
 
 class KameleonStep(LocalGaussianStep):
@@ -170,6 +171,7 @@ class KameleonStep(LocalGaussianStep):
         if s <= 0 or len(distinct_rows(Z)) < 2:
             return  # degenerate history: stay a random walk until it spreads out
         a.Z = Z
+        a.Zt = np.ascontiguousarray(Z.T)
         a.bandwidth = s
         self._activate()
 
@@ -179,5 +181,5 @@ class KameleonStep(LocalGaussianStep):
 
     def _gram(self, y: np.ndarray) -> np.ndarray:
         a = self._adapt
-        return kamh_gram(y, a.Z, a.bandwidth)
+        return kamh_gram_t(y, a.Zt, a.bandwidth)
 
