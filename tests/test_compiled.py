@@ -10,6 +10,7 @@ from pymc_kameleon.math.linalg import (
     gaussian_factor,
     gaussian_logpdf,
     lowrank_root,
+    refine_lowrank_root,
     safe_cholesky,
 )
 from pymc_kameleon.math.rff import RandomFourierFeatures, full_gram, lowrank_gram
@@ -95,3 +96,44 @@ def test_lowrank_root():
     # 2^-k: the tail from k on holds 2^-k / 2 of the trace (2) -> keep 10 eigenpairs
     assert R.shape == (10, 50)
     assert np.trace(C - R.T @ R) <= 1e-3 * np.trace(C)
+
+
+def _feature_like_cov(rng, D=120, n=3000):
+    """A covariance with a slowly decaying spectrum, as random-feature covariances have."""
+    X = rng.normal(size=(n, D)) * (1.0 + np.arange(D)) ** -0.7
+    return np.cov(X.T)
+
+
+def test_refine_lowrank_root_converges_to_the_truncated_eigendecomposition():
+    rng = np.random.default_rng(3)
+    C = _feature_like_cov(rng)
+    exact = lowrank_root(C, 0.05)
+    R0, _ = refine_lowrank_root(C, None, 0.05, rng)  # no basis yet: the exact factor
+    np.testing.assert_allclose(R0.T @ R0, exact.T @ exact, atol=1e-12)
+    # from a poor (random, too small) basis it converges, growing the basis as needed
+    basis = np.linalg.qr(rng.normal(size=(C.shape[0], 16)))[0]
+    prev_k = 16
+    for _ in range(30):
+        R, basis = refine_lowrank_root(C, basis, 0.05, rng)
+        # Ritz values interlace: the rank is never below the exact rule's, unless the
+        # whole (then too small) basis is used
+        assert R.shape[0] >= exact.shape[0] or R.shape[0] == prev_k, (R.shape, prev_k)
+        prev_k = basis.shape[1]
+    assert R.shape == exact.shape
+    np.testing.assert_allclose(R.T @ R, exact.T @ exact, atol=1e-6 * np.abs(C).max())
+    assert np.allclose(basis.T @ basis, np.eye(basis.shape[1]))
+
+
+def test_refine_lowrank_root_follows_a_growing_history():
+    """Warm-started once per snapshot of an accumulating covariance, the factor stays
+    within the tolerance of the snapshot (the use in FastKameleonStep's tuning)."""
+    rng = np.random.default_rng(4)
+    D = 80
+    scales = (1.0 + np.arange(D)) ** -0.8
+    X = rng.normal(size=(4000, D)) * scales
+    R, basis = refine_lowrank_root(np.cov(X[:200].T), None, 0.1, rng)
+    for n in range(300, 4001, 100):
+        C = np.cov(X[:n].T)
+        R, basis = refine_lowrank_root(C, basis, 0.1, rng)
+        assert np.trace(C - R.T @ R) <= 0.1 * np.trace(C) + 1e-12
+        assert lowrank_root(C, 0.1).shape[0] <= R.shape[0] <= basis.shape[1]

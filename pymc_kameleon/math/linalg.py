@@ -13,6 +13,7 @@ __all__ = [
     "gaussian_factor",
     "gaussian_logpdf",
     "lowrank_root",
+    "refine_lowrank_root",
     "safe_cholesky",
 ]
 
@@ -234,14 +235,109 @@ def lowrank_root(cov: np.ndarray, trace_tolerance: float) -> np.ndarray:
     """
     w, U = np.linalg.eigh(cov)
     w, U = w[::-1], U[:, ::-1]
-    w_max = max(float(w[0]), 0.0)
+    keep = _kept_rank(w, float(np.trace(cov)), trace_tolerance)
+    return (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T
+
+
+def _kept_rank(w: np.ndarray, total: float, trace_tolerance: float) -> int:
+    """How many of the decreasing eigenvalue estimates ``w`` to keep so that at most
+    ``trace_tolerance * total`` of the trace ``total`` is left out (``0``: the numerical
+    rank, every eigenvalue above ``1e-12`` times the largest); at least one.  When ``w``
+    holds fewer than all eigenvalues, ``total - sum(w[:r])`` bounds the discarded share from
+    above, so the rank is never smaller than the exact rule's."""
+    w_max = max(float(w[0]), 0.0) if w.size else 0.0
     positive = w > 1e-12 * w_max
-    tail = np.cumsum(np.where(positive, w, 0.0)[::-1])[::-1]  # tail[k] = sum_{j >= k}
-    total = tail[0] if tail.size else 0.0
     keep = int(np.sum(positive))
     if total > 0 and trace_tolerance > 0:
-        # smallest r with tail[r] <= tolerance * total (tail[keep] == 0)
-        small = np.nonzero(np.append(tail, 0.0) <= trace_tolerance * total)[0]
-        keep = min(keep, int(small[0]))
-    keep = max(keep, 1)
-    return (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T
+        captured = np.cumsum(np.where(positive, w, 0.0))
+        enough = np.nonzero(total - captured <= trace_tolerance * total)[0]
+        if enough.size:
+            keep = min(keep, int(enough[0]) + 1)
+    return max(keep, 1)
+
+
+def refine_lowrank_root(
+    cov: np.ndarray,
+    basis: np.ndarray | None,
+    trace_tolerance: float,
+    rng: np.random.Generator,
+    oversample: int = 8,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lowrank_root` by one warm-started subspace iteration, for a slowly changing ``cov``.
+
+    The Rayleigh-Ritz pairs of ``cov`` on the orthonormal ``basis`` (shape ``(D, k)``) give
+    the factor; the basis is then advanced by one power step, ``orth(cov @ basis)``, reordered
+    by the Ritz values, and resized to the kept rank plus ``oversample`` columns (doubled, with
+    random new columns, when even all ``k`` Ritz values leave more than ``trace_tolerance``
+    of the trace out).  Called at every change of a covariance that accumulates a chain's
+    history, the basis follows its leading eigenspace for ``O(D^2 k)`` per call instead of the
+    ``O(D^3)`` of a full eigendecomposition.  Ritz values never exceed the eigenvalues they
+    estimate (Cauchy interlacing), so the rank is at least the exact rule's unless the whole
+    basis is used (which then grows for the next call).  Any ``R`` gives
+    a valid proposal ``N(y, gamma^2 I + eta^2 (R J)^T (R J))``; this one is close to the
+    truncated eigendecomposition once the basis has converged.
+
+    Parameters
+    ----------
+    cov : ndarray, shape (D, D)
+        Symmetric positive semi-definite matrix.
+    basis : ndarray, shape (D, k), or None
+        Orthonormal columns from the previous call; ``None`` starts afresh from a full
+        eigendecomposition (the result is then exactly :func:`lowrank_root`'s).
+    trace_tolerance : float
+        Share of the trace the discarded eigenpairs may hold, in ``(0, 1)``.
+    rng : numpy.random.Generator
+        Source of the random columns added when the basis grows.
+    oversample : int, default 8
+        Columns kept beyond the rank.
+
+    Returns
+    -------
+    R : ndarray, shape (r, D)
+        ``sqrt(theta_k) v_k^T`` for the kept Ritz pairs, largest first.
+    basis : ndarray, shape (D, k')
+        The basis for the next call.
+
+    References
+    ----------
+    .. [1] Halko, N., Martinsson, P.-G., Tropp, J. A. (2011). Finding structure with
+       randomness: probabilistic algorithms for constructing approximate matrix
+       decompositions. SIAM Review 53(2), 217-288 (subspace iteration, Algorithm 4.4).
+    .. [2] Golub, G. H., Van Loan, C. F. (2013). Matrix Computations, 4th ed., Section 8.3
+       (orthogonal iteration) and 8.1 (Rayleigh-Ritz, interlacing).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> C = np.diag([4.0, 1.0, 1e-3, 1e-4, 0.0])
+    >>> R, basis = refine_lowrank_root(C, None, 1e-2, rng, oversample=1)  # exact start
+    >>> R.shape, basis.shape
+    ((2, 5), (5, 3))
+    >>> C[0, 0] = 5.0  # the covariance changes a little: one warm-started step follows it
+    >>> R, basis = refine_lowrank_root(C, basis, 1e-2, rng, oversample=1)
+    >>> bool(np.abs(R.T @ R - np.diag([5.0, 1.0, 0.0, 0.0, 0.0])).max() < 1e-8)
+    True
+    """
+    D = cov.shape[0]
+    if basis is None:  # no subspace to follow yet: start from the exact eigenvectors
+        w, U = np.linalg.eigh(cov)
+        w, U = w[::-1], U[:, ::-1]
+        keep = _kept_rank(w, float(np.trace(cov)), trace_tolerance)
+        R = (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T
+        return R, U[:, : min(D, keep + oversample)].copy()
+    k = basis.shape[1]
+    power = cov @ basis  # (D, k)
+    theta, V = np.linalg.eigh(basis.T @ power)  # Rayleigh-Ritz on the current basis
+    theta, V = theta[::-1], V[:, ::-1]
+    keep = _kept_rank(theta, float(np.trace(cov)), trace_tolerance)
+    R = ((basis @ V[:, :keep]) * np.sqrt(np.maximum(theta[:keep], 0.0))).T
+    # next basis: one power step, Ritz order, resized to the rank plus the oversampling
+    if keep == k and k < D:
+        k_next = min(D, 2 * k)
+    else:
+        k_next = min(D, k, keep + oversample)
+    advanced = power @ V
+    if k_next > k:
+        advanced = np.hstack([advanced, rng.standard_normal((D, k_next - k))])
+    return R, np.linalg.qr(advanced[:, :k_next])[0]
