@@ -10,7 +10,7 @@ import numpy as np
 from ..adaptation import GeometricSchedule
 from ..math._compiled import rff_full_gram, rff_lowrank_gram
 from ..math.kernels import median_heuristic
-from ..math.linalg import lowrank_root
+from ..math.linalg import lowrank_root, refine_lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir
 from ..math.rff import RandomFourierFeatures
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
@@ -20,7 +20,7 @@ __all__ = ["FastKameleonStep", "default_n_features"]
 # tuning iterations between snapshots of the feature covariance used by the proposals
 _SNAPSHOT_GAP = 100
 #: default share of the trace of the feature covariance its discarded eigenpairs may hold
-TRACE_TOLERANCE = 0.0
+TRACE_TOLERANCE = 0.03
 # a refresh restarts the feature moments only if the median heuristic moved by more than this
 BANDWIDTH_TOLERANCE = 0.2
 # default number of features: FEATURES_PER_DIM * d, clipped to [MIN_FEATURES, MAX_FEATURES]
@@ -73,11 +73,13 @@ class FastKameleonAdaptState(LocalGaussianAdaptState):
     features: RandomFourierFeatures | None = None
     moments: OnlineMeanCov | None = None  # feature mean/covariance over the history
     cov: np.ndarray | None = None  # snapshot of the feature covariance used by proposals
-    pending: np.ndarray | None = None  # (_SNAPSHOT_GAP, D) features not yet in the moments
+    pending: np.ndarray | None = None  # (_SNAPSHOT_GAP, d) points not yet in the moments
     n_pending: int = 0
     root: np.ndarray | None = None  # (D, D); rows [:rank]: R with R^T R ~ cov (truncated)
     rank: int = 0  # 0: not factorised since the last snapshot
     omega: np.ndarray | None = None  # frequencies omega0 / s of the snapshot
+    basis: np.ndarray | None = None  # (D, k) leading eigenspace of C, followed while tuning
+    folded: np.ndarray | None = None  # R^T R when the folded product is the cheaper one
 
 
 class FastKameleonStep(LocalGaussianStep):
@@ -95,21 +97,28 @@ class FastKameleonStep(LocalGaussianStep):
     forward covariance there, which is wrong).
 
     ``C`` enters the proposal through a low-rank factor: its leading eigenpairs, until the
-    discarded ones hold at most ``trace_tolerance`` (default 0: the numerical rank) of its
-    trace, so
+    discarded ones hold at most ``trace_tolerance`` (default 3 %) of its trace, so
     ``C ~ R^T R`` with ``R`` of shape ``(r, D)`` and the adaptive part is ``(R J)^T (R J)``,
-    ``O(r D d)`` instead of ``O(D^2 d)`` (``benchmarks/cost_per_step.py`` reports ``r``).
-    The truncated covariance *is* the proposal: the draw and both densities of the
-    Metropolis-Hastings ratio use the same ``R``, so the chain stays exact.  Without
-    truncation (the default ``trace_tolerance=0``) the same product is computed as
-    ``Omega^T (S^T C S) Omega`` with ``J = S Omega``, ``O(m^2 d)`` for ``m`` frequencies
-    (``D / 2`` for the sine/cosine pairs), while tuning and, after it, whenever the rank
-    ``r`` exceeds ``m``.  Cost per
+    ``O(r D d)`` instead of ``O(D^2 d)`` (the ``feature_rank`` stat reports ``r``).  The
+    truncated covariance *is* the proposal: the draw and both densities of the
+    Metropolis-Hastings ratio use the same ``R``, so the chain stays exact.  While tuning,
+    ``R`` follows the snapshots of ``C`` by one warm-started subspace iteration each
+    (:func:`~pymc_kameleon.math.linalg.refine_lowrank_root`); ``stop_tuning()`` replaces it
+    by the exact truncated eigendecomposition of the frozen ``C``.  When ``r`` exceeds the
+    number ``m`` of frequencies (``D / 2`` for the sine/cosine pairs), and always without
+    truncation (``trace_tolerance=0``, where tuning uses ``C`` itself), the product is
+    computed as ``Omega^T (S^T C S) Omega`` with ``J = S Omega``, ``O(m^2 d)``.  Cost per
     iteration ``O(min(r D, m^2) d + d^3)`` (compiled with Numba when available) and memory
-    ``O(D^2)``, independent of the chain length: no history array grows.  It is not below
-    KAMH's ``O(n d^2)`` with ``n = 1000`` at the default ``D`` (``d >= 8``): the ``D`` the
-    proposal's accuracy needs (see :func:`default_n_features`) costs more than a 1000-point
-    kernel history.
+    ``O(D^2)``, independent of the chain length: no history array grows.
+
+    The default tolerance was measured (``docs/benchmarks/fkamh_rank.md``): in the whitened
+    coordinates the step samples in, the spectrum of ``C`` decays slowly (``r`` of 70-80 of
+    ``D = 500`` at ``d = 10``), truncating 3 % left the proposal and the ESS on six suite
+    models x 3 seeds unchanged (summed min bulk ESS 1627 against 1634 untruncated), 10 %
+    cost about a fifth of it; 3 % halves the time per iteration at ``d = 10``.  Even so F-KAMH
+    is not cheaper per iteration than KAMH's ``O(n d^2)`` with ``n = 1000`` at ``d >= 8``:
+    the ``D`` the proposal's accuracy needs (see :func:`default_n_features`) and the rank its
+    spectrum needs cost about as much as a 1000-point kernel history.
 
     Adaptation, only while PyMC tunes:
 
@@ -118,9 +127,10 @@ class FastKameleonStep(LocalGaussianStep):
     * the proposals use a snapshot of ``C`` taken every 100 tuning iterations and at every
       refresh, so that between snapshots the proposal at the current point is reused and
       an iteration costs one Jacobian product (at the proposed point) instead of two.  The
-      feature vectors of the iterations between snapshots are added to the moments in one
-      batch at the snapshot (Chan et al.'s pairwise update, one BLAS product instead of 100
-      rank-one updates), and the snapshot is factorised once, when a proposal first needs it;
+      points of the iterations between snapshots enter the moments in one batch at the
+      snapshot (their features computed together, then Chan et al.'s pairwise update: one
+      BLAS product instead of 100 rank-one updates), and the snapshot is factorised once,
+      when a proposal first needs it;
     * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
       the median heuristic is recomputed on the reservoir.  Only if it moved by more than
       20 % (``BANDWIDTH_TOLERANCE``; in practice while the chain is still in its transient)
@@ -154,10 +164,10 @@ class FastKameleonStep(LocalGaussianStep):
         direction and F-KAMH mixed at half of KAMH's ESS per iteration
         (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
         The cost per iteration is ``O(r D d)``.
-    trace_tolerance : float, default 0
+    trace_tolerance : float, default 0.03
         Share of the trace of the feature covariance ``C`` that its discarded eigenpairs may
         hold (the rank ``r`` of the factor the proposal uses).  ``0`` keeps the numerical
-        rank (``R^T R = C`` up to rounding).
+        rank (``R^T R = C`` up to rounding) and uses ``C`` itself while tuning.
     embedding : {"sincos", "phase"}, default "sincos"
         ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.  The pairs
         have the smaller kernel approximation variance (Sutherland and Schneider, 2015).
@@ -221,6 +231,7 @@ class FastKameleonStep(LocalGaussianStep):
         **LocalGaussianStep.stats_dtypes_shapes,
         "n_features": (np.int64, []),
         "n_history": (np.int64, []),
+        "feature_rank": (np.int64, []),
     }
 
     def __init__(
@@ -286,6 +297,8 @@ class FastKameleonStep(LocalGaussianStep):
         return {
             "n_features": self.n_features,
             "n_history": 0 if moments is None else moments.count + self._adapt.n_pending,
+            # eigenpairs of C in the proposal (D when C itself is used, 0 before it exists)
+            "feature_rank": self._adapt.rank or (self.n_features if self._adapt.active else 0),
         }
 
     # ------------------------------------------------------------------ history
@@ -293,16 +306,17 @@ class FastKameleonStep(LocalGaussianStep):
         a = self._adapt
         a.reservoir.add(x, self.rng)
         if a.moments is not None:
-            a.pending[a.n_pending] = a.features.features(x)
+            a.pending[a.n_pending] = x
             a.n_pending += 1
             if a.t % _SNAPSHOT_GAP == 0 or a.n_pending == a.pending.shape[0]:
                 self._snapshot()
 
     def _flush(self) -> None:
-        """Add the pending feature vectors to the moments (one batch update)."""
+        """Add the features of the pending points to the moments (one batch update, with the
+        features in use when the points were recorded: every bandwidth change flushes first)."""
         a = self._adapt
         if a.n_pending:
-            a.moments.update_batch(a.pending[: a.n_pending])
+            a.moments.update_batch(a.features.features(a.pending[: a.n_pending]))
             a.n_pending = 0
 
     def _refresh(self) -> None:
@@ -315,7 +329,7 @@ class FastKameleonStep(LocalGaussianStep):
             a.features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, s, self.rng, self.embedding, self.frequencies
             )
-            a.pending = np.empty((_SNAPSHOT_GAP, self.n_features))
+            a.pending = np.empty((_SNAPSHOT_GAP, self.dim))
             a.root = np.empty((self.n_features, self.n_features))
         self._flush()
         if a.moments is None or abs(s / a.bandwidth - 1.0) > self.bandwidth_tolerance:
@@ -324,6 +338,7 @@ class FastKameleonStep(LocalGaussianStep):
             a.moments = OnlineMeanCov(self.n_features)
             a.moments.update_batch(a.features.features(points))
             a.bandwidth = s
+            a.basis = None  # a new C: its factor starts from an exact eigendecomposition
         # else: keep bandwidth, features and the moments accumulated over the whole history
         self._snapshot()
         self._activate()
@@ -337,17 +352,34 @@ class FastKameleonStep(LocalGaussianStep):
         a.rank = 0  # factorised when a proposal first needs it
         a.cache.clear()  # C changed: cached proposals are stale
 
-    def _factorise(self) -> None:
-        """Truncated eigendecomposition of the snapshot: ``R`` into ``root[:rank]``."""
+    def _factorise(self, exact: bool = False) -> None:
+        """Truncated eigendecomposition of the snapshot: ``R`` into ``root[:rank]``.
+
+        While tuning with ``trace_tolerance > 0`` (and not ``exact``) it is one warm-started
+        subspace iteration (:func:`~pymc_kameleon.math.linalg.refine_lowrank_root`,
+        ``O(D^2 k)``) instead of a full eigendecomposition (``O(D^3)``, about 20 ms at
+        ``D = 500``, which every 100 iterations would cost more than the proposals); the
+        first factor after the moments (re)started is exact.
+        When the rank exceeds the number of frequencies, the folded product of ``R^T R``
+        (``C`` itself when nothing is truncated) is the cheaper one and is kept in ``folded``.
+        """
         a = self._adapt
-        R = lowrank_root(a.cov, self.trace_tolerance)
+        if self.tune and self.trace_tolerance > 0.0 and not exact:
+            R, a.basis = refine_lowrank_root(a.cov, a.basis, self.trace_tolerance, self.rng)
+        else:
+            R = lowrank_root(a.cov, self.trace_tolerance)
         a.rank = R.shape[0]
         a.root[: a.rank] = R
+        if a.rank <= a.omega.shape[0]:
+            a.folded = None
+        else:
+            a.folded = a.cov if self.trace_tolerance == 0.0 else R.T @ R
 
     def _on_stop_tuning(self) -> None:
         a = self._adapt
-        if a.active and a.rank == 0:  # C is frozen from now on: factor it once
-            self._factorise()
+        if a.active:  # C is frozen from now on: factor it once, exactly
+            self._factorise(exact=True)
+            a.cache.clear()  # the tuning-time factor must not serve a frozen iteration
 
     # ------------------------------------------------------------------ proposal
     def _natural_scale(self) -> float:
@@ -361,7 +393,6 @@ class FastKameleonStep(LocalGaussianStep):
             return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
         if a.rank == 0:
             self._factorise()
-        if self.trace_tolerance == 0.0 and a.rank > a.omega.shape[0]:
-            # untruncated and of high rank: the folded full covariance is the cheaper product
-            return rff_full_gram(y, a.omega, a.features.phase, a.cov, sincos)
+        if a.folded is not None:  # rank above the number of frequencies: fold, it is cheaper
+            return rff_full_gram(y, a.omega, a.features.phase, a.folded, sincos)
         return rff_lowrank_gram(y, a.omega, a.features.phase, a.root[: a.rank], sincos)
