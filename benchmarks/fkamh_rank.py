@@ -1,0 +1,180 @@
+"""How far F-KAMH's feature covariance can be truncated: its rank, the proposal, the ESS.
+
+Usage::
+
+    python -m benchmarks.fkamh_rank --part spectrum
+    python -m benchmarks.fkamh_rank --part distortion
+    python -m benchmarks.fkamh_rank --part suite [--models eight-schools-nc,logistic,...]
+                                    [--seeds 1,2,3] [--tolerances 0,0.03,0.1]
+
+``FastKameleonStep`` proposes with ``(R J)^T (R J)``, ``R^T R`` the leading eigenpairs of the
+feature covariance ``C`` that hold all but ``trace_tolerance`` of its trace (issue 15: a
+proposal then costs ``O(r D d)`` instead of ``O(D^2 d)``).  The step samples in whitened
+coordinates, so every part measures there:
+
+* ``spectrum``: the rank ``r`` at tolerances 0.1 %, 1 %, 3 % and 10 % for ``C`` of 5000
+  draws of N(0, I), of a standardised banana and of a standardised Student t(3), with the
+  default number of features and the median-heuristic bandwidth, for d = 2 ... 100;
+* ``distortion``: eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` (``S_F`` F-KAMH's proposal
+  covariance, ``S_K`` KAMH's exact-kernel one, 1 = identical) on 1000 exact banana draws
+  whitened by their sample mean and covariance, medians over 20 points and 3 feature draws,
+  per tolerance (as ``tests/test_fast_kameleon.py::_proposal_distortion`` does in raw
+  coordinates);
+* ``suite``: ``pm.sample`` defaults (tune 1000, draws 1000, 4 chains) on suite models, one
+  run per seed and tolerance: min bulk ESS and ESS per 1000 evaluations.
+
+The results are on ``docs/benchmarks/fkamh_rank.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pymc as pm
+
+from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon.math.kernels import median_heuristic
+from pymc_kameleon.math.rff import RandomFourierFeatures
+from pymc_kameleon.models.targets import banana_sample
+from pymc_kameleon.steps.fast_kameleon import default_n_features
+
+from .common import SamplerSpec, quiet_pymc
+
+__all__ = ["distortion", "main", "spectrum_ranks"]
+
+TOLERANCES = (1e-3, 1e-2, 3e-2, 1e-1)
+
+
+def _standardise(X: np.ndarray) -> np.ndarray:
+    return (X - X.mean(axis=0)) / X.std(axis=0)
+
+
+def spectrum_ranks(X: np.ndarray, rng: np.random.Generator,
+                   tolerances=TOLERANCES) -> list[int]:
+    """Ranks of the feature covariance of ``X`` that leave each tolerance of its trace out."""
+    d = X.shape[1]
+    s = median_heuristic(X[:1000])
+    rff = RandomFourierFeatures.draw(d, default_n_features(d), s, rng, "sincos", "halton")
+    w = np.sort(np.linalg.eigvalsh(np.cov(rff.features(X).T)))[::-1]
+    tail = 1.0 - np.cumsum(w) / w.sum()
+    return [int(np.argmax(tail <= t)) + 1 for t in tolerances]
+
+
+def _spectrum(dims) -> None:
+    rng = np.random.default_rng(0)
+    print("| d | D | N(0, I) | banana b = 0.1, standardised | t(3), standardised |")
+    print("|---|---|---|---|---|")
+    for d in dims:
+        X = rng.normal(size=(5000, d))
+        banana = X.copy()
+        banana[:, 1] = X[:, 1] + 10.0 * (X[:, 0] ** 2 - 1.0) / np.sqrt(2.0)
+        t3 = rng.standard_t(3, size=(5000, d))
+        cells = [", ".join(map(str, spectrum_ranks(_standardise(Y), rng)))
+                 for Y in (X, banana, t3)]
+        print(f"| {d} | {default_n_features(d)} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\nranks at tolerances {', '.join(f'{t:g}' for t in TOLERANCES)} of the trace")
+
+
+def distortion(d: int, b: float, tolerance: float, n_features: int | None = None,
+               seeds=(0, 1, 2)) -> tuple[float, float, list[int]]:
+    """Median largest and smallest eigenvalue of ``S_K^{-1/2} S_F S_K^{-1/2}`` in whitened
+    coordinates of the banana B(b, 100) in ``d`` dimensions, and the ranks used."""
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=d)
+    Z = banana_sample(1000, d, b, 100.0, rng=1)
+    ys = banana_sample(20, d, b, 100.0, rng=2)
+    m, L = Z.mean(axis=0), np.linalg.cholesky(np.cov(Z.T))
+    Z, ys = (np.linalg.solve(L, (A - m).T).T for A in (Z, ys))
+    s = median_heuristic(Z)
+    with model:
+        kamh = KameleonStep(rng=0, bandwidth=s)
+    for z in Z:
+        kamh._record(z)
+    kamh._refresh()
+    largest, smallest, ranks = [], [], set()
+    for seed in seeds:
+        with model:
+            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z),
+                                     n_features=n_features, trace_tolerance=tolerance)
+        for z in Z:
+            fkamh._record(z)
+        fkamh._refresh()
+        fkamh.stop_tuning()  # the frozen proposal: exact truncation
+        ranks.add(fkamh._adapt.rank)
+        for y in ys:
+            qk, qf = kamh.proposal_at(y), fkamh.proposal_at(y)
+            A = np.linalg.solve(qk.chol, qf.chol)
+            ev = np.linalg.eigvalsh(A @ A.T)
+            largest.append(ev.max())
+            smallest.append(ev.min())
+    return float(np.median(largest)), float(np.median(smallest)), sorted(ranks)
+
+
+def _distortion(cases, tolerances) -> None:
+    quiet_pymc()
+    print("| d | b | D | tolerance | rank | largest | smallest |")
+    print("|---|---|---|---|---|---|---|")
+    for d, b in cases:
+        for tol in tolerances:
+            big, small, ranks = distortion(d, b, tol)
+            rank = "-".join(map(str, (ranks[0], ranks[-1]))) if len(ranks) > 1 else ranks[0]
+            print(f"| {d} | {b:g} | {default_n_features(d)} | {tol:g} | {rank} | {big:.2f} "
+                  f"| {small:.2f} |", flush=True)
+
+
+def _suite(models, seeds, tolerances) -> None:
+    from .suite.models import MODELS
+    from .suite.reference import load_reference
+    from .suite.runner import SAMPLERS, run_one
+
+    keys = {}
+    for tol in tolerances:
+        key = f"fkamh-tol{tol:g}"
+        SAMPLERS[key] = SamplerSpec(key, f"FastKameleonStep(trace_tolerance={tol:g})",
+                                    lambda t=tol: FastKameleonStep(trace_tolerance=t), ours=True)
+        keys[tol] = key
+    print("| model | seed | " + " | ".join(f"tol {t:g}: ESS, per 1k evals" for t in tolerances)
+          + " |")
+    print("|---|---|" + "---|" * len(tolerances))
+    totals = dict.fromkeys(tolerances, 0.0)
+    for name in models:
+        spec, ref = MODELS[name], load_reference(name)
+        for seed in seeds:
+            cells = []
+            for tol in tolerances:
+                run = run_one(spec, keys[tol], ref, 1000, 1000, 4, seed)
+                if run.error:
+                    cells.append(f"error: {run.error[:40]}")
+                    continue
+                ess = run.accuracy["min_ess_bulk"]
+                totals[tol] += ess
+                cells.append(f"{ess:.0f}, {run.ess_per_1k_evals:.2f}")
+            print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
+    print("| sum of min bulk ESS | | " + " | ".join(f"{totals[t]:.0f}" for t in tolerances)
+          + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("spectrum", "distortion", "suite"), required=True)
+    parser.add_argument("--dims", default="2,8,10,32,100")
+    parser.add_argument("--models", default="eight-schools-nc,logistic,poisson,scales,"
+                                            "banana-moderate,banana-strong")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--tolerances", default=None,
+                        help="default: 0,0.001,0.01,0.03,0.1 (distortion), 0,0.03,0.1 (suite)")
+    args = parser.parse_args(argv)
+    if args.part == "spectrum":
+        _spectrum([int(d) for d in args.dims.split(",")])
+        return
+    default = "0,0.001,0.01,0.03,0.1" if args.part == "distortion" else "0,0.03,0.1"
+    tolerances = [float(t) for t in (args.tolerances or default).split(",")]
+    if args.part == "distortion":
+        _distortion([(2, 0.1), (8, 0.1), (10, 0.1), (32, 0.03)], tolerances)
+    else:
+        _suite(args.models.split(","), [int(s) for s in args.seeds.split(",")], tolerances)
+
+
+if __name__ == "__main__":
+    main()
