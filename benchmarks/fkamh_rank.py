@@ -21,7 +21,8 @@ coordinates, so every part measures there:
   per tolerance (as ``tests/test_fast_kameleon.py::_proposal_distortion`` does in raw
   coordinates);
 * ``suite``: ``pm.sample`` defaults (tune 1000, draws 1000, 4 chains) on suite models, one
-  run per seed and tolerance: min bulk ESS and ESS per 1000 evaluations.
+  run per seed and tolerance: min bulk ESS and max R-hat
+  (:func:`benchmarks.suite.variants.compare_variants`).
 
 The results are on ``docs/benchmarks/fkamh_rank.md``.
 """
@@ -39,7 +40,7 @@ from pymc_kameleon.math.rff import RandomFourierFeatures
 from pymc_kameleon.models.targets import banana_sample
 from pymc_kameleon.steps.fast_kameleon import default_n_features
 
-from .common import SamplerSpec, quiet_pymc
+from .common import quiet_pymc
 
 __all__ = ["distortion", "main", "spectrum_ranks"]
 
@@ -124,35 +125,10 @@ def _distortion(cases, tolerances) -> None:
 
 
 def _suite(models, seeds, tolerances) -> None:
-    from .suite.models import MODELS
-    from .suite.reference import load_reference
-    from .suite.runner import SAMPLERS, run_one
+    from .suite.variants import compare_variants
 
-    keys = {}
-    for tol in tolerances:
-        key = f"fkamh-tol{tol:g}"
-        SAMPLERS[key] = SamplerSpec(key, f"FastKameleonStep(trace_tolerance={tol:g})",
-                                    lambda t=tol: FastKameleonStep(trace_tolerance=t), ours=True)
-        keys[tol] = key
-    print("| model | seed | " + " | ".join(f"tol {t:g}: ESS, per 1k evals" for t in tolerances)
-          + " |")
-    print("|---|---|" + "---|" * len(tolerances))
-    totals = dict.fromkeys(tolerances, 0.0)
-    for name in models:
-        spec, ref = MODELS[name], load_reference(name)
-        for seed in seeds:
-            cells = []
-            for tol in tolerances:
-                run = run_one(spec, keys[tol], ref, 1000, 1000, 4, seed)
-                if run.error:
-                    cells.append(f"error: {run.error[:40]}")
-                    continue
-                ess = run.accuracy["min_ess_bulk"]
-                totals[tol] += ess
-                cells.append(f"{ess:.0f}, {run.ess_per_1k_evals:.2f}")
-            print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
-    print("| sum of min bulk ESS | | " + " | ".join(f"{totals[t]:.0f}" for t in tolerances)
-          + " |")
+    compare_variants(models, seeds, {f"tol {t:g}": (lambda t=t: FastKameleonStep(
+        trace_tolerance=t)) for t in tolerances})
 
 
 def main(argv: list[str] | None = None) -> None:

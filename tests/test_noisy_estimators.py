@@ -55,7 +55,12 @@ def test_noisy_posterior_mean_and_sd(cls, sigma):
 @pytest.mark.parametrize("cls", STEPS, ids=lambda c: c.__name__)
 def test_large_noise_does_not_collapse(cls):
     """Log-noise sd 2 caps the acceptance near 0.16: the chain keeps moving (ESS 478-843
-    measured, 3-21 without the noise ceiling) and the scale stays finite and positive."""
+    measured, 3-21 without the noise ceiling) and the scale stays finite and positive.
+
+    The ESS of a correct step varies a lot between seeds at this noise: FastKameleonStep on
+    PyMC 6.4, seeds 0-2, gave 180, 336, 708 (``trace_tolerance`` 0.03, the default) and 201,
+    509, 722 (0, the default before), so the bound is 100, which the collapsed variants
+    (3-21) still fail by a factor of five; it was 200, which seed 0 missed with both."""
     x, stats = _run(cls, 2.0)
     scale = stats.scaling.values
     ess = float(az.ess(x))
@@ -63,4 +68,4 @@ def test_large_noise_does_not_collapse(cls):
           f"acceptance {float(stats.accepted.mean()):.3f}, scaling min {np.min(scale):.3g}")
     assert np.all(np.isfinite(scale)) and np.min(scale) > 0
     assert float(stats.accepted.mean()) > 0.05
-    assert ess > 200, ess
+    assert ess > 100, ess

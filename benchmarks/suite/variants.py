@@ -1,0 +1,53 @@
+"""Compare variants of one step (e.g. one argument at several values) on suite models.
+
+Every variant runs with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chains) through
+:func:`~benchmarks.suite.runner.run_one`, one run per model, seed and variant; a markdown
+table of min bulk ESS, ESS per 1000 log-density evaluations and max R-hat per run is printed
+as the runs finish, with the sum of the ESS per variant at the end.  Used by
+:mod:`benchmarks.fkamh_rank` and :mod:`benchmarks.kamh_gamma`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..common import SamplerSpec, quiet_pymc
+from .models import MODELS
+from .reference import load_reference
+from .runner import SAMPLERS, run_one
+
+__all__ = ["compare_variants"]
+
+
+def compare_variants(models: list[str], seeds: list[int],
+                     variants: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Print one table row per model and seed, one cell per variant; return the ESS sums.
+
+    ``variants`` maps a label to a step factory (called inside the model context).
+    """
+    quiet_pymc()
+    keys = {}
+    for label, factory in variants.items():
+        key = f"variant: {label}"
+        SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
+        keys[label] = key
+    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat)"
+                                         for label in variants) + " |")
+    print("|---|---|" + "---|" * len(variants))
+    totals = dict.fromkeys(variants, 0.0)
+    for name in models:
+        spec, ref = MODELS[name], load_reference(name)
+        for seed in seeds:
+            cells = []
+            for label, key in keys.items():
+                run = run_one(spec, key, ref, 1000, 1000, 4, seed)
+                if run.error:
+                    cells.append(f"error: {run.error[:40]}")
+                    continue
+                acc = run.accuracy
+                totals[label] += acc["min_ess_bulk"]
+                cells.append(f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
+                             f"({acc['max_rhat']:.3f})")
+            print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
+    print("| sum of min bulk ESS | | " + " | ".join(f"{totals[k]:.0f}" for k in variants) + " |")
+    return totals
