@@ -1,0 +1,86 @@
+"""Why KAMH mixes slower than the whitened random walk on near-Gaussian posteriors: gamma.
+
+Usage::
+
+    python -m benchmarks.kamh_gamma --part geometry
+    python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas 0.1,0.3,0.7]
+                                    [--models eight-schools-nc,logistic,...] [--seeds 1,2]
+
+* ``geometry``: KAMH's adaptive part ``G(y) = M H M^T`` on 1000 draws of N(0, I_d) (what the
+  history looks like in whitened coordinates when the posterior is near Gaussian), at points
+  ``y`` of squared radius ``d/2``, ``d`` and ``3d/2``: the variance of ``G`` in the radial
+  direction ``y / |y|`` over the mean tangential one, and ``trace(G) / d``, medians over 20
+  directions.  A ratio below 1 means the proposal moves the chain outward and inward less
+  than sideways, although the radius is what a random walk mixes slowest;
+* ``suite``: ``KameleonStep(gamma=g)`` (or ``FastKameleonStep``) with ``pm.sample``'s defaults
+  on suite models (:func:`benchmarks.suite.variants.compare_variants`).
+
+The results are on ``docs/benchmarks/kamh_gamma.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon.math.kamh import kamh_gram
+from pymc_kameleon.math.kernels import median_heuristic
+
+__all__ = ["main", "radial_share"]
+
+
+def radial_share(Z: np.ndarray, y: np.ndarray, bandwidth: float) -> tuple[float, float]:
+    """Radial over mean tangential variance of KAMH's ``G(y)``, and ``trace(G) / d``."""
+    d = y.size
+    G = kamh_gram(y, Z, bandwidth)
+    u = y / np.linalg.norm(y)
+    radial = float(u @ G @ u)
+    tangential = (float(np.trace(G)) - radial) / (d - 1)
+    return radial / tangential, float(np.trace(G)) / d
+
+
+def _geometry(dims) -> None:
+    rng = np.random.default_rng(0)
+    print("| d | bandwidth | radial / tangential at \\|y\\|² = d/2, d, 3d/2 "
+          "| trace(G)/d at the same radii |")
+    print("|---|---|---|---|")
+    for d in dims:
+        Z = rng.normal(size=(1000, d))
+        s = median_heuristic(Z)
+        ratios, scales = [], []
+        for r2 in (0.5 * d, d, 1.5 * d):
+            pairs = []
+            for _ in range(20):
+                u = rng.normal(size=d)
+                pairs.append(radial_share(Z, np.sqrt(r2) * u / np.linalg.norm(u), s))
+            ratios.append(np.median([p[0] for p in pairs]))
+            scales.append(np.median([p[1] for p in pairs]))
+        print(f"| {d} | {s:.2f} | " + ", ".join(f"{r:.2f}" for r in ratios) + " | "
+              + ", ".join(f"{v:.3g}" for v in scales) + " |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("geometry", "suite"), required=True)
+    parser.add_argument("--dims", default="2,10,30")
+    parser.add_argument("--step", choices=("kamh", "fkamh"), default="kamh")
+    parser.add_argument("--gammas", default="0.1,0.3,0.7")
+    parser.add_argument("--models", default="eight-schools-nc,logistic,poisson,scales,"
+                                            "banana-moderate,banana-strong")
+    parser.add_argument("--seeds", default="1,2")
+    args = parser.parse_args(argv)
+    if args.part == "geometry":
+        _geometry([int(d) for d in args.dims.split(",")])
+        return
+    from .suite.variants import compare_variants
+
+    cls = KameleonStep if args.step == "kamh" else FastKameleonStep
+    gammas = [float(g) for g in args.gammas.split(",")]
+    compare_variants(args.models.split(","), [int(s) for s in args.seeds.split(",")],
+                     {f"gamma {g:g}": (lambda g=g: cls(gamma=g)) for g in gammas})
+
+
+if __name__ == "__main__":
+    main()
