@@ -74,3 +74,22 @@ def test_cost_per_step_writes_a_table_per_dimension(tmp_path):
     for label in ("KameleonStep", "FastKameleonStep", "KernelHMCStep", "RandomWalkStep",
                   "pm.Metropolis", "pm.DEMetropolisZ", "pm.Slice"):
         assert f"| {label}" in text, label
+
+
+def test_fkamh_rank_spectrum_and_distortion_helpers(capsys):
+    from benchmarks.fkamh_rank import main as fkamh_rank
+
+    fkamh_rank(["--part", "spectrum", "--dims", "2"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| 2 | 200 |"))
+    ranks = [int(r) for r in row.split("|")[3].split(",")]
+    assert ranks == sorted(ranks, reverse=True) and 1 <= ranks[-1] < ranks[0] <= 200
+
+
+def test_kamh_gamma_geometry_shows_the_radial_deficit(capsys):
+    from benchmarks.kamh_gamma import main as kamh_gamma
+
+    kamh_gamma(["--part", "geometry", "--dims", "3"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| 3 |"))
+    ratios = [float(r) for r in row.split("|")[3].split(",")]
+    assert all(r < 1.0 for r in ratios) and ratios == sorted(ratios, reverse=True)
