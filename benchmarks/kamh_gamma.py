@@ -4,7 +4,8 @@ Usage::
 
     python -m benchmarks.kamh_gamma --part geometry
     python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas 0.1,0.3,0.7]
-                                    [--models eight-schools-nc,logistic,...] [--seeds 1,2]
+                                    [--relative] [--models eight-schools-nc,logistic,...]
+                                    [--seeds 1,2]
 
 * ``geometry``: KAMH's adaptive part ``G(y) = M H M^T`` on 1000 draws of N(0, I_d) (what the
   history looks like in whitened coordinates when the posterior is near Gaussian), at points
@@ -13,7 +14,8 @@ Usage::
   directions.  A ratio below 1 means the proposal moves the chain outward and inward less
   than sideways, although the radius is what a random walk mixes slowest;
 * ``suite``: ``KameleonStep(gamma=g)`` (or ``FastKameleonStep``) with ``pm.sample``'s defaults
-  on suite models (:func:`benchmarks.suite.variants.compare_variants`).
+  on suite models (:func:`benchmarks.suite.variants.compare_variants`); with ``--relative``
+  the values are multiples of the random-walk scale, ``gamma = g * 2.38 / sqrt(d)``.
 
 The results are on ``docs/benchmarks/kamh_gamma.md``.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep
 from pymc_kameleon.math.kamh import kamh_gram
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dims", default="2,10,30")
     parser.add_argument("--step", choices=("kamh", "fkamh"), default="kamh")
     parser.add_argument("--gammas", default="0.1,0.3,0.7")
+    parser.add_argument("--relative", action="store_true",
+                        help="gammas in units of the random-walk scale 2.38 / sqrt(d)")
     parser.add_argument("--models", default="eight-schools-nc,logistic,poisson,scales,"
                                             "banana-moderate,banana-strong")
     parser.add_argument("--seeds", default="1,2")
@@ -77,9 +82,20 @@ def main(argv: list[str] | None = None) -> None:
     from .suite.variants import compare_variants
 
     cls = KameleonStep if args.step == "kamh" else FastKameleonStep
+
+    def factory(g: float):
+        if not args.relative:
+            return lambda: cls(gamma=g)
+
+        def make():  # the dimension of the model being sampled
+            point = pm.modelcontext(None).initial_point()
+            return cls(gamma=g * 2.38 / np.sqrt(sum(np.size(v) for v in point.values())))
+        return make
+
+    unit = " x 2.38/sqrt(d)" if args.relative else ""
     gammas = [float(g) for g in args.gammas.split(",")]
     compare_variants(args.models.split(","), [int(s) for s in args.seeds.split(",")],
-                     {f"gamma {g:g}": (lambda g=g: cls(gamma=g)) for g in gammas})
+                     {f"gamma {g:g}{unit}": factory(g) for g in gammas})
 
 
 if __name__ == "__main__":
