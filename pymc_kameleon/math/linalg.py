@@ -233,10 +233,15 @@ def lowrank_root(cov: np.ndarray, trace_tolerance: float) -> np.ndarray:
     >>> lowrank_root(np.diag([1.0, 1e-5, 0.0]), 1e-3).round(6)
     array([[1., 0., 0.]])
     """
+    return _truncated_eigh(cov, trace_tolerance)[0]
+
+
+def _truncated_eigh(cov: np.ndarray, trace_tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lowrank_root`'s factor and all eigenvectors of ``cov``, largest first."""
     w, U = np.linalg.eigh(cov)
     w, U = w[::-1], U[:, ::-1]
     keep = _kept_rank(w, float(np.trace(cov)), trace_tolerance)
-    return (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T
+    return (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T, U
 
 
 def _kept_rank(w: np.ndarray, total: float, trace_tolerance: float) -> int:
@@ -321,11 +326,8 @@ def refine_lowrank_root(
     """
     D = cov.shape[0]
     if basis is None:  # no subspace to follow yet: start from the exact eigenvectors
-        w, U = np.linalg.eigh(cov)
-        w, U = w[::-1], U[:, ::-1]
-        keep = _kept_rank(w, float(np.trace(cov)), trace_tolerance)
-        R = (U[:, :keep] * np.sqrt(np.maximum(w[:keep], 0.0))).T
-        return R, U[:, : min(D, keep + oversample)].copy()
+        R, U = _truncated_eigh(cov, trace_tolerance)
+        return R, U[:, : min(D, R.shape[0] + oversample)].copy()
     k = basis.shape[1]
     power = cov @ basis  # (D, k)
     theta, V = np.linalg.eigh(basis.T @ power)  # Rayleigh-Ritz on the current basis
