@@ -54,8 +54,8 @@ def test_proposal_and_mh_correction_match_the_formulas(gauss):
     y = point["x"].astype(float)
     proposal, _ = step._propose(ChainState(y, 0.0))
     x_new = proposal.position
-    fwd = kamh_proposal(y, a.Z, a.bandwidth, step.gamma, step.scale)
-    rev = kamh_proposal(x_new, a.Z, a.bandwidth, step.gamma, step.scale)
+    fwd = kamh_proposal(y, a.Zt.T, a.bandwidth, step.gamma, step.scale)
+    rev = kamh_proposal(x_new, a.Zt.T, a.bandwidth, step.gamma, step.scale)
     assert proposal.log_correction == pytest.approx(rev.logpdf(y) - fwd.logpdf(x_new), abs=1e-9)
     # the reverse covariance really is built at x*: the correction is not zero
     assert abs(proposal.log_correction) > 1e-6

@@ -23,8 +23,8 @@ _BANDWIDTH_POINTS = 500
 @dataclass
 class KameleonAdaptState(LocalGaussianAdaptState):
     reservoir: Reservoir | None = None
-    Z: np.ndarray | None = None
-    Zt: np.ndarray | None = None  # Z.T, C-contiguous: the compiled Gram's layout
+    Zt: np.ndarray | None = None  # the subsample in use, transposed (d, n), C-contiguous:
+    # the layout of the compiled Gram
 
 
 class KameleonStep(LocalGaussianStep):
@@ -157,8 +157,8 @@ class KameleonStep(LocalGaussianStep):
         )
 
     def _extra_stats(self) -> dict:
-        Z = self._adapt.Z
-        return {"n_history": 0 if Z is None else Z.shape[0]}
+        Zt = self._adapt.Zt
+        return {"n_history": 0 if Zt is None else Zt.shape[1]}
 
     # ------------------------------------------------------------------ history
     def _record(self, x: np.ndarray) -> None:
@@ -170,14 +170,13 @@ class KameleonStep(LocalGaussianStep):
         s = self.fixed_bandwidth or median_heuristic(Z, max_points=_BANDWIDTH_POINTS)
         if s <= 0 or len(distinct_rows(Z)) < 2:
             return  # degenerate history: stay a random walk until it spreads out
-        a.Z = Z
         a.Zt = np.ascontiguousarray(Z.T)
         a.bandwidth = s
         self._activate()
 
     def _natural_scale(self) -> float:
         a = self._adapt
-        return natural_nu2_scale(a.bandwidth, a.Z.shape[0])
+        return natural_nu2_scale(a.bandwidth, a.Zt.shape[1])
 
     def _gram(self, y: np.ndarray) -> np.ndarray:
         a = self._adapt
