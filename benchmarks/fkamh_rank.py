@@ -18,8 +18,7 @@ coordinates, so every part measures there:
 * ``distortion``: eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` (``S_F`` F-KAMH's proposal
   covariance, ``S_K`` KAMH's exact-kernel one, 1 = identical) on 1000 exact banana draws
   whitened by their sample mean and covariance, medians over 20 points and 3 feature draws,
-  per tolerance (as ``tests/test_fast_kameleon.py::_proposal_distortion`` does in raw
-  coordinates);
+  per tolerance (:func:`distortion`; the tests use it in raw coordinates);
 * ``suite``: ``pm.sample`` defaults (tune 1000, draws 1000, 4 chains) on suite models, one
   run per seed and tolerance: min bulk ESS and max R-hat
   (:func:`benchmarks.suite.variants.compare_variants`).
@@ -77,16 +76,24 @@ def _spectrum(dims) -> None:
     print(f"\nranks at tolerances {', '.join(f'{t:g}' for t in TOLERANCES)} of the trace")
 
 
-def distortion(d: int, b: float, tolerance: float, n_features: int | None = None,
-               seeds=(0, 1, 2)) -> tuple[float, float, list[int]]:
-    """Median largest and smallest eigenvalue of ``S_K^{-1/2} S_F S_K^{-1/2}`` in whitened
-    coordinates of the banana B(b, 100) in ``d`` dimensions, and the ranks used."""
+def distortion(d: int, b: float, whiten: bool = True, seeds=(0, 1, 2),
+               **fkamh_kwargs) -> tuple[float, float, list[int]]:
+    """Median largest and smallest eigenvalue of ``S_K^{-1/2} S_F S_K^{-1/2}`` and the ranks used.
+
+    ``S_F`` is the frozen proposal covariance of ``FastKameleonStep(**fkamh_kwargs)``, ``S_K``
+    KameleonStep's (exact kernel), both on the same 1000 exact draws of the banana B(b, 100)
+    in ``d`` dimensions with the same bandwidth and (initial) scale ratio, at 20 points, for
+    one feature draw per seed (1 = identical proposals).  ``whiten`` maps draws and points by
+    the draws' sample mean and covariance first, as the steps' warm-up does; without it the
+    raw coordinates are used (``tests/test_fast_kameleon.py`` holds the defaults there).
+    """
     with pm.Model() as model:
         pm.Normal("x", 0.0, 1.0, shape=d)
     Z = banana_sample(1000, d, b, 100.0, rng=1)
     ys = banana_sample(20, d, b, 100.0, rng=2)
-    m, L = Z.mean(axis=0), np.linalg.cholesky(np.cov(Z.T))
-    Z, ys = (np.linalg.solve(L, (A - m).T).T for A in (Z, ys))
+    if whiten:
+        m, L = Z.mean(axis=0), np.linalg.cholesky(np.cov(Z.T))
+        Z, ys = (np.linalg.solve(L, (A - m).T).T for A in (Z, ys))
     s = median_heuristic(Z)
     with model:
         kamh = KameleonStep(rng=0, bandwidth=s)
@@ -96,8 +103,7 @@ def distortion(d: int, b: float, tolerance: float, n_features: int | None = None
     largest, smallest, ranks = [], [], set()
     for seed in seeds:
         with model:
-            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z),
-                                     n_features=n_features, trace_tolerance=tolerance)
+            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
         for z in Z:
             fkamh._record(z)
         fkamh._refresh()
@@ -118,7 +124,7 @@ def _distortion(cases, tolerances) -> None:
     print("|---|---|---|---|---|---|---|")
     for d, b in cases:
         for tol in tolerances:
-            big, small, ranks = distortion(d, b, tol)
+            big, small, ranks = distortion(d, b, trace_tolerance=tol)
             rank = "-".join(map(str, (ranks[0], ranks[-1]))) if len(ranks) > 1 else ranks[0]
             print(f"| {d} | {b:g} | {default_n_features(d)} | {tol:g} | {rank} | {big:.2f} "
                   f"| {small:.2f} |", flush=True)

@@ -225,37 +225,15 @@ def test_banana_forward_covariance_bug_fails():
 
 
 def _proposal_distortion(fkamh_kwargs, seeds=(0, 1, 2)):
-    """Eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` at 20 points of the 8-d B(0.1, 100):
-    ``S_F`` is FastKameleonStep's proposal covariance, ``S_K`` KameleonStep's (exact kernel)
-    on the same 1000 exact draws, bandwidth and (initial) scale ratio.  Returns the medians
-    over points and feature draws of the largest and smallest eigenvalue."""
-    from pymc_kameleon import KameleonStep
-    from pymc_kameleon.math.kernels import median_heuristic
-    from pymc_kameleon.models.targets import banana_sample
+    """Eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` at 20 points of the 8-d B(0.1, 100), in
+    raw coordinates: ``S_F`` is FastKameleonStep's proposal covariance, ``S_K``
+    KameleonStep's (exact kernel) on the same 1000 exact draws, bandwidth and (initial) scale
+    ratio.  Returns the medians over points and feature draws of the largest and smallest
+    eigenvalue (see :func:`benchmarks.fkamh_rank.distortion`)."""
+    from benchmarks.fkamh_rank import distortion
 
-    model = banana_model(8, 0.1, 100.0)
-    Z = banana_sample(1000, 8, 0.1, 100.0, rng=1)
-    ys = banana_sample(20, 8, 0.1, 100.0, rng=2)
-    s = median_heuristic(Z)
-    with model:
-        kamh = KameleonStep(rng=0, bandwidth=s)
-    for z in Z:
-        kamh._record(z)
-    kamh._refresh()
-    largest, smallest = [], []
-    for seed in seeds:
-        with model:
-            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
-        for z in Z:
-            fkamh._record(z)
-        fkamh._refresh()
-        for y in ys:
-            qk, qf = kamh.proposal_at(y), fkamh.proposal_at(y)
-            A = np.linalg.solve(qk.chol, qf.chol)  # L_K^{-1} L_F
-            ev = np.linalg.eigvalsh(A @ A.T)
-            largest.append(ev.max())
-            smallest.append(ev.min())
-    return float(np.median(largest)), float(np.median(smallest))
+    largest, smallest, _ = distortion(8, 0.1, whiten=False, seeds=seeds, **fkamh_kwargs)
+    return largest, smallest
 
 
 def test_proposal_close_to_kamh_on_the_8d_banana():
