@@ -2,6 +2,8 @@
 
 * :class:`RobbinsMonro`: stochastic-approximation scaling toward a target acceptance rate.
 * :class:`GeometricSchedule`: when the expensive adaptation events happen.
+* :class:`TrialSelection`: one of a few candidate values, chosen by trials scored by the
+  expected squared jump distance (e.g. the isotropic term ``gamma`` of the kameleons).
 * :class:`AnchoredStepSize`: a step size checked against the target but kept near a
   noise-free anchor, so that an acceptance rate capped by likelihood-estimator noise cannot
   drive it to zero.
@@ -11,6 +13,8 @@ All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 
 from .robbins_monro import RobbinsMonro
 from .schedule import GeometricSchedule
+from .selection import TrialSelection
 from .step_size import AnchoredStepSize, noise_acceptance_cap
 
-__all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "noise_acceptance_cap"]
+__all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "TrialSelection",
+           "noise_acceptance_cap"]
