@@ -3,7 +3,7 @@
 Usage::
 
     python -m benchmarks.kamh_gamma --part geometry
-    python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas 0.1,0.3,0.7]
+    python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas auto,0.1,0.7]
                                     [--relative] [--models eight-schools-nc,logistic,...]
                                     [--seeds 1,2]
 
@@ -15,7 +15,8 @@ Usage::
   than sideways, although the radius is what a random walk mixes slowest;
 * ``suite``: ``KameleonStep(gamma=g)`` (or ``FastKameleonStep``) with ``pm.sample``'s defaults
   on suite models (:func:`benchmarks.suite.variants.compare_variants`); with ``--relative``
-  the values are multiples of the random-walk scale, ``gamma = g * 2.38 / sqrt(d)``.
+  the values are multiples of the random-walk scale, ``gamma = g * 2.38 / sqrt(d)``;
+  ``auto`` is the default, ``gamma`` chosen by trials while tuning.
 
 The results are on ``docs/benchmarks/kamh_gamma.md``.
 """
@@ -83,7 +84,9 @@ def main(argv: list[str] | None = None) -> None:
 
     cls = KameleonStep if args.step == "kamh" else FastKameleonStep
 
-    def factory(g: float):
+    def factory(g: float | None):
+        if g is None:
+            return lambda: cls()
         if not args.relative:
             return lambda: cls(gamma=g)
 
@@ -93,9 +96,10 @@ def main(argv: list[str] | None = None) -> None:
         return make
 
     unit = " x 2.38/sqrt(d)" if args.relative else ""
-    gammas = [float(g) for g in args.gammas.split(",")]
+    gammas = [None if g == "auto" else float(g) for g in args.gammas.split(",")]
     compare_variants(args.models.split(","), [int(s) for s in args.seeds.split(",")],
-                     {f"gamma {g:g}{unit}": factory(g) for g in gammas})
+                     {"gamma auto" if g is None else f"gamma {g:g}{unit}": factory(g)
+                      for g in gammas})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -145,13 +146,15 @@ class FastKameleonStep(LocalGaussianStep):
       ESS per iteration on the 8-d B(0.1, 100);
     * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
       dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
-      ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``).
+      ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``);
+    * ``gamma`` is chosen by trials unless given (see the parameter).
 
-    ``stop_tuning()`` freezes features, bandwidth, ``C`` and ``eta``.  Continuing the Welford
-    updates after tuning would be a diminishing adaptation whose validity has to be argued
-    case by case (the dissertation only argues consistency of ``C``); freezing makes the draws
-    come from a fixed Metropolis-Hastings kernel, exactly.  Before the first refresh (and with
-    ``tune=0``) the step is the random walk ``N(y, gamma^2 I)``.
+    ``stop_tuning()`` freezes features, bandwidth, ``C``, ``gamma`` and ``eta``.  Continuing
+    the Welford updates after tuning would be a diminishing adaptation whose validity has to
+    be argued case by case (the dissertation only argues consistency of ``C``); freezing makes
+    the draws come from a fixed Metropolis-Hastings kernel, exactly.  Before the first refresh
+    the step is the random walk ``N(y, gamma^2 I)`` (with ``tune=0``: the warm-up's random
+    walk, as for :class:`~pymc_kameleon.KameleonStep`).
 
     Parameters
     ----------
@@ -180,9 +183,10 @@ class FastKameleonStep(LocalGaussianStep):
         kernel estimate; the structured draws have a smaller error at the same cost: on the
         8-d bananas Halton frequencies with ``D = 200`` distort the proposal about as little
         as independent ones with ``D = 800``.
-    gamma : float, default 0.1
-        Standard deviation of the isotropic exploration term, in whitened units (see
-        :class:`~pymc_kameleon.KameleonStep` for the measurement behind the default).
+    gamma : float or sequence of float, optional
+        Standard deviation of the isotropic exploration term, in whitened units; default:
+        chosen by trials while tuning, each candidate with its own ``eta^2``, as for
+        :class:`~pymc_kameleon.KameleonStep`.
     eta2 : float, optional
         Initial ``eta^2``; default ``(2.38^2 / (2 d)) * 4 s^4``.
     bandwidth : float, optional
@@ -242,7 +246,7 @@ class FastKameleonStep(LocalGaussianStep):
         n_features: int | None = None,
         embedding: Literal["sincos", "phase"] = "sincos",
         frequencies: Literal["gaussian", "orthogonal", "halton"] = "halton",
-        gamma: float = 0.1,
+        gamma: float | Sequence[float] | None = None,
         eta2: float | None = None,
         bandwidth: float | None = None,
         n_bandwidth: int = 1000,
@@ -287,7 +291,7 @@ class FastKameleonStep(LocalGaussianStep):
         if self.n_features is None:  # needs the block's dimension, known after super()
             self.n_features = default_n_features(self.dim)
 
-    def _initial_adapt_state(self) -> FastKameleonAdaptState:
+    def _new_adapt_state(self) -> FastKameleonAdaptState:
         return FastKameleonAdaptState(
             next_refresh=self.schedule.first,
             reservoir=Reservoir(self.n_bandwidth, self.dim),
@@ -377,6 +381,7 @@ class FastKameleonStep(LocalGaussianStep):
             a.folded = a.cov if self.trace_tolerance == 0.0 else R.T @ R
 
     def _on_stop_tuning(self) -> None:
+        super()._on_stop_tuning()
         a = self._adapt
         if a.active:  # C is frozen from now on: factor it once, exactly
             self._factorise(exact=True)

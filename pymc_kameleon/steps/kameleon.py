@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,12 +52,15 @@ class KameleonStep(LocalGaussianStep):
       unless given (from the first 500 distinct points of the subsample);
     * ``nu^2`` follows a Robbins-Monro recursion toward ``target_accept``.  It is adapted as
       the dimensionless ratio ``nu^2 / (s^4 / n)`` (the natural scale of ``M H M^T``), so a
-      refresh that changes ``n`` or ``s`` keeps the tuned acceptance rate.
+      refresh that changes ``n`` or ``s`` keeps the tuned acceptance rate;
+    * ``gamma`` is chosen by trials unless given (see the parameter).
 
-    ``stop_tuning()`` freezes subsample, bandwidth and ``nu^2``: the draws come from a fixed
-    Metropolis-Hastings kernel.  With ``tune=0`` nothing is ever learned and the step is a
-    random walk ``N(y, gamma^2 I)``.  Before the first refresh (and whenever the history has
-    fewer than two distinct points) the step is that random walk too.
+    ``stop_tuning()`` freezes subsample, bandwidth, ``gamma`` and ``nu^2`` (trials cut short
+    by the end of tuning keep the best value so far): the draws come from a fixed
+    Metropolis-Hastings kernel.  With ``tune=0`` nothing is ever learned and the step is the
+    warm-up's random walk (scale ``2.38 / sqrt(d)``, unpreconditioned).  Before the first
+    refresh (and whenever the history has fewer than two distinct points) the step is the
+    random walk ``N(y, gamma^2 I)``.
 
     Parameters
     ----------
@@ -64,13 +68,18 @@ class KameleonStep(LocalGaussianStep):
         Continuous variables to sample jointly (default: all continuous ones).
     n_history : int, default 1000
         Size ``n`` of the history subsample (the paper's value).
-    gamma : float, default 0.1
+    gamma : float or sequence of float, optional
         Standard deviation of the isotropic exploration term, in the whitened coordinates
         of the warm-up (units of the posterior's learned scale; the paper used 0.2 on
-        unit-scale targets).  0.1 because whitening by the *global* covariance makes the
-        narrow direction of a curved target thin: on the 2-d banana B(0.1, 100) (4 chains,
-        tune 2000, 8000 draws, seeds 4 and 5) gamma 0.2 gave R-hat 1.15 / 1.02, gamma 0.1
-        1.07 / 1.01, gamma 0.05 1.06 / 1.02.
+        unit-scale targets).  A number fixes it.  Default: chosen while tuning among
+        ``(0.1, 0.3, 1.0) * 2.38 / sqrt(d)`` (a sequence: among its values) by round-robin
+        trials over the first quarter of the sampler's tuning draws, each value
+        with its own adapted ``nu^2``, keeping the one with the largest expected squared
+        jump distance per iteration in the slowest whitened coordinate
+        (:class:`~pymc_kameleon.adaptation.TrialSelection`).  The best value depends on
+        the target: near-Gaussian posteriors need a large one (the kernel part hardly
+        moves the chain radially), a thin curved one a small one; measurements on
+        ``docs/benchmarks/kamh_gamma.md``.  The stat ``gamma`` reports the value in use.
     nu2 : float, optional
         Initial ``nu^2``.  Default: ``(2.38^2 / (2 d)) s^4 / n``, which makes the adaptive
         part about the optimal random-walk covariance on a Gaussian target.
@@ -124,7 +133,7 @@ class KameleonStep(LocalGaussianStep):
         vars=None,
         *,
         n_history: int = 1000,
-        gamma: float = 0.1,
+        gamma: float | Sequence[float] | None = None,
         nu2: float | None = None,
         bandwidth: float | None = None,
         target_accept: float = 0.234,
@@ -150,7 +159,7 @@ class KameleonStep(LocalGaussianStep):
             **kwargs,
         )
 
-    def _initial_adapt_state(self) -> KameleonAdaptState:
+    def _new_adapt_state(self) -> KameleonAdaptState:
         return KameleonAdaptState(
             next_refresh=self.schedule.first,
             reservoir=Reservoir(self.n_history, self.dim),

@@ -15,7 +15,10 @@ positive semi-definite "adaptive part" learned from the chain history and ``scal
   (``adapt_scale=False``) never changes;
 * a history schedule: ``_record`` every tuning iteration, ``_refresh`` at the first draw
   boundary after each event of a :class:`~pymc_kameleon.adaptation.GeometricSchedule`
-  (never after tuning: the last tuned proposal is the one that samples).
+  (never after tuning: the last tuned proposal is the one that samples);
+* the choice of ``gamma`` among a few candidates by trials while tuning
+  (:class:`~pymc_kameleon.adaptation.TrialSelection`: round-robin blocks of draws, expected
+  squared jump distance per iteration), each candidate with its own adapted scale.
 
 Everything runs in the whitened coordinates of the step base, so ``gamma`` is relative to
 the posterior scale learned in the warm-up.
@@ -25,24 +28,34 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..adaptation import GeometricSchedule, RobbinsMonro
+from ..adaptation import GeometricSchedule, RobbinsMonro, TrialSelection
 from ..math._compiled import gaussian_factor, gaussian_logpdf
 from ..math.linalg import MultivariateNormal, safe_cholesky
 from .base import BaseKernelStep, ChainState, Proposal
 
-__all__ = ["LocalGaussianAdaptState", "LocalGaussianStep"]
+__all__ = ["GAMMA_GRID", "LocalGaussianAdaptState", "LocalGaussianStep"]
+
+#: Default ``gamma`` candidates, in units of the random-walk scale ``2.38 / sqrt(d)``.
+GAMMA_GRID = (0.1, 0.3, 1.0)
+_GAMMA_ROUNDS = 3  # trial rounds (the first is not scored)
+_GAMMA_SHARE = 0.25  # of the sampler's tuning draws spent on the trials
+_KERNEL_DRAWS = 500  # the sampler's tuning draws when PyMC does not tell (pm.sample defaults)
 
 
 @dataclass
 class LocalGaussianAdaptState:
     """Adaptive state common to the local-Gaussian samplers."""
 
-    scaler: RobbinsMonro | None = None  # absolute scale, created when G is first built
+    scalers: list[RobbinsMonro] | None = None  # absolute scale per gamma candidate,
+    # created when G is first built
+    gammas: TrialSelection | None = None  # gamma candidates and their trials
+    last_jump: np.ndarray | float = 0.0  # squared components of the last proposed move
     t: int = 0  # tuning iterations seen
     next_refresh: int = 1
     bandwidth: float = float("nan")
@@ -70,7 +83,7 @@ class LocalGaussianStep(BaseKernelStep):
         self,
         vars=None,
         *,
-        gamma: float,
+        gamma: float | Sequence[float] | None,
         scale: float | None,
         target_accept: float,
         adapt_scale: bool,
@@ -78,13 +91,18 @@ class LocalGaussianStep(BaseKernelStep):
         schedule: GeometricSchedule,
         **kwargs,
     ):
-        if not (np.isfinite(gamma) and gamma > 0):
-            raise ValueError(f"gamma must be a positive number, got {gamma!r}")
+        if gamma is None:
+            given = None
+        else:
+            given = tuple(np.atleast_1d(np.asarray(gamma, dtype=float)).tolist())
+            if not given or not all(np.isfinite(g) and g > 0 for g in given):
+                raise ValueError(f"gamma must be a positive number (or a sequence of them), "
+                                 f"got {gamma!r}")
         if scale is not None and not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"the initial scale must be a positive number, got {scale!r}")
         if not 0.0 < target_accept < 1.0:
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
-        self.gamma = float(gamma)
+        self._gamma_given = given
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = float(target_accept)
         self.adapt_scale = bool(adapt_scale)
@@ -94,7 +112,38 @@ class LocalGaussianStep(BaseKernelStep):
         super().__init__(vars, **kwargs)
         self._zero_gram = np.zeros((self.dim, self.dim))  # the adaptive part while inactive
 
+    @property
+    def gamma_candidates(self) -> tuple[float, ...]:
+        """The values of ``gamma`` tried while tuning (one: a fixed ``gamma``)."""
+        if self._gamma_given is not None:
+            return self._gamma_given
+        return tuple(c * self._rw_scale0 for c in GAMMA_GRID)
+
+    @property
+    def gamma(self) -> float:
+        """``gamma`` in use: the candidate on trial while tuning, the chosen one after."""
+        return self._adapt.gammas.value
+
+    def _initial_adapt_state(self) -> LocalGaussianAdaptState:
+        a = self._new_adapt_state()
+        a.gammas = TrialSelection(self.gamma_candidates, block=self._gamma_block(),
+                                  rounds=_GAMMA_ROUNDS)
+        return a
+
+    def _gamma_block(self) -> int:
+        """Draws per candidate and round: the trials take ``_GAMMA_SHARE`` of the sampler's
+        tuning draws (``_KERNEL_DRAWS`` of them when PyMC does not say how many)."""
+        kernel = _KERNEL_DRAWS
+        if self._chain_tune:
+            kernel = max(0, self._chain_tune - self._warmup_length())
+        n = len(self.gamma_candidates) * _GAMMA_ROUNDS
+        return max(1, int(_GAMMA_SHARE * kernel / n))
+
     # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def _new_adapt_state(self) -> LocalGaussianAdaptState:
+        """A fresh adapt state of the sampler (``gammas`` is filled in by the base)."""
+
     @abstractmethod
     def _gram(self, y: np.ndarray) -> np.ndarray:
         """The adaptive part ``G(y)`` (only called while ``active``)."""
@@ -125,22 +174,26 @@ class LocalGaussianStep(BaseKernelStep):
     def scale(self) -> float:
         """``nu^2`` or ``eta^2``; before ``G`` exists the user's initial value (or NaN)."""
         a = self._adapt
-        if a.scaler is None:
+        if a.scalers is None:
             return float("nan") if self.initial_scale is None else self.initial_scale
-        return a.scaler.value
+        return a.scalers[a.gammas.index].value
 
     def _activate(self) -> None:
         """Mark the adaptive part as (re)built and keep the scale consistent with it."""
         a = self._adapt
         a.cache.clear()
         natural = self._natural_scale()
-        if a.scaler is None:
+        if a.scalers is None:
             ratio = self._default_ratio()
             initial = self.initial_scale if self.initial_scale is not None else ratio * natural
-            a.scaler = RobbinsMonro(initial, self.target_accept, self.adapt_exponent,
-                                    lower=1e-4 * ratio * natural, upper=1e4 * ratio * natural)
+            a.scalers = [
+                RobbinsMonro(initial, self.target_accept, self.adapt_exponent,
+                             lower=1e-4 * ratio * natural, upper=1e4 * ratio * natural)
+                for _ in a.gammas.values
+            ]
         elif self.adapt_scale and natural != a.natural:
-            a.scaler.rescale(natural / a.natural)
+            for scaler in a.scalers:
+                scaler.rescale(natural / a.natural)
         a.natural = natural
         a.active = True
 
@@ -168,19 +221,20 @@ class LocalGaussianStep(BaseKernelStep):
         return L, half_logdet
 
     def _cached_proposal(self, y: np.ndarray, cache: dict) -> tuple[bytes, tuple]:
-        """``(key, (gram, scale, chol, half_logdet))`` at ``y``, reusing ``cache`` if valid.
+        """``(key, (gram, (scale, gamma), chol, half_logdet))`` at ``y``, reusing ``cache``.
 
         The proposal at a point depends on the point, the adaptive part (the cache is
-        emptied whenever that changes) and the scale (checked here).
+        emptied whenever that changes), the scale and ``gamma`` (both checked here).
         """
         key = y.tobytes()
-        scale = self.scale
+        params = (self.scale, self.gamma)
         entry = cache.get(key)
         if entry is None:
             gram = self._gram(y) if self._adapt.active else None
-            entry = (gram, scale, *self._factor(gram, scale))
-        elif entry[1] != scale and not (np.isnan(scale) and np.isnan(entry[1])):
-            entry = (entry[0], scale, *self._factor(entry[0], scale))
+            entry = (gram, params, *self._factor(gram, params[0]))
+        elif entry[1] != params and not (np.isnan(params[0]) and np.isnan(entry[1][0])
+                                         and params[1] == entry[1][1]):
+            entry = (entry[0], params, *self._factor(entry[0], params[0]))
         return key, entry
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
@@ -189,7 +243,8 @@ class LocalGaussianStep(BaseKernelStep):
         try:
             key_y, entry_y = self._cached_proposal(y, a.cache)
             z = self.rng.standard_normal(y.shape[0])
-            x_new = y + entry_y[2] @ z
+            move = entry_y[2] @ z
+            x_new = y + move
             key_x, entry_x = self._cached_proposal(x_new, a.cache)
         except (ValueError, np.linalg.LinAlgError):  # overflowing covariance: a rejection
             return Proposal(y, -np.inf), {}
@@ -201,6 +256,8 @@ class LocalGaussianStep(BaseKernelStep):
             return Proposal(y, -np.inf), {}
         # both points can be the next current point: keep exactly their two entries
         a.cache = {key_y: entry_y, key_x: entry_x}
+        if self.tune:  # scores the gamma trials
+            a.last_jump = move * move
         return Proposal(x_new, log_correction), {}
 
     def _tuning_stats(self) -> dict[str, Any]:
@@ -213,13 +270,23 @@ class LocalGaussianStep(BaseKernelStep):
 
     # ------------------------------------------------------------------ adaptation
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
-        self._adapt.t += 1
+        a = self._adapt
+        a.t += 1
+        a.gammas.record(accept_prob, a.last_jump)
+        a.last_jump = 0.0  # an outright rejection (no move proposed) jumps nowhere
         self._record(new_state.position)
 
     def _begin_tuning_draw(self, mean_accept: float) -> None:
         a = self._adapt
         if self.adapt_scale and a.active and np.isfinite(mean_accept):
-            a.scaler.update(mean_accept, target=self._accept_target(self.target_accept))
+            # the scale of the candidate that ran the last draw
+            a.scalers[a.gammas.index].update(mean_accept,
+                                             target=self._accept_target(self.target_accept))
+        a.gammas.next_draw()
         if a.t >= a.next_refresh:
             self._refresh()
             a.next_refresh = self.schedule.next_after(a.t)
+
+    def _on_stop_tuning(self) -> None:
+        # trials cut short by the end of tuning: the best so far
+        self._adapt.gammas.choose()
