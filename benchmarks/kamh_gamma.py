@@ -6,6 +6,8 @@ Usage::
     python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas auto,0.1,0.7]
                                     [--relative] [--models eight-schools-nc,logistic,...]
                                     [--seeds 1,2]
+    python -m benchmarks.kamh_gamma --part paper --target banana-strong [--chains 2]
+                                    [--out DIR] [--tune N --draws N]
 
 * ``geometry``: KAMH's adaptive part ``G(y) = M H M^T`` on 1000 draws of N(0, I_d) (what the
   history looks like in whitened coordinates when the posterior is near Gaussian), at points
@@ -16,7 +18,11 @@ Usage::
 * ``suite``: ``KameleonStep(gamma=g)`` (or ``FastKameleonStep``) with ``pm.sample``'s defaults
   on suite models (:func:`benchmarks.suite.variants.compare_variants`); with ``--relative``
   the values are multiples of the random-walk scale, ``gamma = g * 2.38 / sqrt(d)``;
-  ``auto`` is the default, ``gamma`` chosen by trials while tuning.
+  ``auto`` is the default, ``gamma`` chosen by trials while tuning;
+* ``paper``: KAMH and F-KAMH with the default (trials) and with ``gamma=0.1`` on one of the
+  papers' 8-d targets at the paper's budget (:func:`benchmarks.synthetic.run_benchmark`,
+  the target's tune and draws, chains one after the other); the table goes to
+  ``--out`` (default ``benchmarks/results/gamma_paper``, not kept in git) as ``<target>.md``.
 
 The results are on ``docs/benchmarks/kamh_gamma.md``.
 """
@@ -24,6 +30,7 @@ The results are on ``docs/benchmarks/kamh_gamma.md``.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import pymc as pm
@@ -65,9 +72,23 @@ def _geometry(dims) -> None:
               + ", ".join(f"{v:.3g}" for v in scales) + " |", flush=True)
 
 
+def _paper(target: str, chains: int, out: Path, tune: int | None = None,
+           draws: int | None = None) -> None:
+    from .common import SAMPLERS, TARGETS, SamplerSpec
+    from .synthetic import run_benchmark
+
+    variants = {"kamh-g01": ("KameleonStep, gamma 0.1", KameleonStep),
+                "fkamh-g01": ("FastKameleonStep, gamma 0.1", FastKameleonStep)}
+    for key, (label, cls) in variants.items():  # chains run in this process (jobs=1)
+        SAMPLERS[key] = SamplerSpec(key, label, lambda cls=cls: cls(gamma=0.1), ours=True)
+    t = TARGETS[target]
+    run_benchmark(t, tune or t.tune, draws or t.draws, chains, out,
+                  samplers=["kamh", "kamh-g01", "fkamh", "fkamh-g01"], jobs=1, seed=1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("geometry", "suite"), required=True)
+    parser.add_argument("--part", choices=("geometry", "suite", "paper"), required=True)
     parser.add_argument("--dims", default="2,10,30")
     parser.add_argument("--step", choices=("kamh", "fkamh"), default="kamh")
     parser.add_argument("--gammas", default="0.1,0.3,0.7")
@@ -76,9 +97,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default="eight-schools-nc,logistic,poisson,scales,"
                                             "banana-moderate,banana-strong")
     parser.add_argument("--seeds", default="1,2")
+    parser.add_argument("--target", default="banana-strong")
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--tune", type=int, help="override the paper's burn-in (paper part)")
+    parser.add_argument("--draws", type=int, help="override the paper's draws (paper part)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/gamma_paper"))
     args = parser.parse_args(argv)
     if args.part == "geometry":
         _geometry([int(d) for d in args.dims.split(",")])
+        return
+    if args.part == "paper":
+        _paper(args.target, args.chains, args.out, args.tune, args.draws)
         return
     from .suite.variants import compare_variants
 

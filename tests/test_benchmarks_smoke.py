@@ -93,3 +93,15 @@ def test_kamh_gamma_geometry_shows_the_radial_deficit(capsys):
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| 3 |"))
     ratios = [float(r) for r in row.split("|")[3].split(",")]
     assert all(r < 1.0 for r in ratios) and ratios == sorted(ratios, reverse=True)
+
+
+def test_kamh_gamma_paper_part_runs_the_four_variants(tmp_path):
+    from benchmarks.kamh_gamma import main as kamh_gamma
+
+    kamh_gamma(["--part", "paper", "--target", "banana-moderate", "--chains", "1",
+                "--tune", "60", "--draws", "40", "--out", str(tmp_path)])
+    table = (tmp_path / "banana-moderate.md").read_text()
+    rows = [line.split("|")[1].strip() for line in table.splitlines()
+            if line.startswith("| ") and "iterations" not in line]
+    assert rows == ["KameleonStep", "FastKameleonStep", "KameleonStep, gamma 0.1",
+                    "FastKameleonStep, gamma 0.1"]
