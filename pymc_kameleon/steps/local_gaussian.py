@@ -256,7 +256,7 @@ class LocalGaussianStep(BaseKernelStep):
             return Proposal(y, -np.inf), {}
         # both points can be the next current point: keep exactly their two entries
         a.cache = {key_y: entry_y, key_x: entry_x}
-        if self.tune:  # scores the gamma trials
+        if self.tune and not a.gammas.done:  # scores the gamma trials
             a.last_jump = move * move
         return Proposal(x_new, log_correction), {}
 
