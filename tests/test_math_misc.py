@@ -66,6 +66,26 @@ def test_welford_equals_batch_formulas():
     assert chunked.count == seq.count == 300
 
 
+def test_weighted_batch_equals_repeated_rows():
+    # a chain's history as distinct points with multiplicities: the same moments
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 3)) * [1.0, 10.0, 0.1] + 3.0
+    reps = rng.integers(1, 6, size=40)
+    full = OnlineMeanCov(3)
+    full.update_batch(X[:7])
+    full.update_batch(np.repeat(X[7:], reps[7:], axis=0))
+    weighted = OnlineMeanCov(3)
+    weighted.update_batch(X[:7])
+    weighted.update_batch(X[7:], weights=reps[7:])
+    np.testing.assert_allclose(weighted.mean, full.mean, rtol=1e-12)
+    np.testing.assert_allclose(weighted.cov, full.cov, rtol=1e-10)
+    assert weighted.count == full.count == 7 + reps[7:].sum()
+    # and against numpy's frequency-weighted covariance
+    np.testing.assert_allclose(
+        weighted.cov,
+        np.cov(X.T, fweights=np.r_[np.ones(7, int), reps[7:]], bias=True), rtol=1e-10)
+
+
 def test_reservoir_is_uniform_over_the_stream():
     capacity, n_stream, reps = 5, 40, 4000
     rng = np.random.default_rng(3)

@@ -23,8 +23,8 @@ class OnlineMeanCov:
     ----------
     dim : int
         Dimension of the points.
-    count : int, default 0
-        Number of points seen (leave at 0).
+    count : int or float, default 0
+        Number of points seen, the sum of their weights (leave at 0).
 
     References
     ----------
@@ -63,15 +63,28 @@ class OnlineMeanCov:
         self.mean += delta / self.count
         self._m2 += np.outer(delta, x - self.mean)
 
-    def update_batch(self, X: np.ndarray) -> None:
-        """Add the rows of ``X`` at once (Chan et al.'s pairwise combination)."""
+    def update_batch(self, X: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Add the rows of ``X`` at once (Chan et al.'s pairwise combination).
+
+        ``weights`` are frequency weights: row ``i`` counts as ``weights[i]`` copies of
+        itself (a Metropolis-Hastings chain repeats its position after every rejection,
+        so a history stored as distinct points with their multiplicities gives the same
+        moments for a fraction of the work).
+        """
         X = np.atleast_2d(X)
-        m = X.shape[0]
-        if m == 0:
+        if X.shape[0] == 0:
             return
-        mean_b = X.mean(axis=0)
-        Xc = X - mean_b
-        m2_b = Xc.T @ Xc
+        if weights is None:
+            m = X.shape[0]
+            mean_b = X.mean(axis=0)
+            Xc = X - mean_b
+            m2_b = Xc.T @ Xc
+        else:
+            w = np.asarray(weights, dtype=float)
+            m = float(w.sum())
+            mean_b = (w @ X) / m
+            Xc = X - mean_b
+            m2_b = (Xc * w[:, None]).T @ Xc
         n = self.count
         delta = mean_b - self.mean
         total = n + m
