@@ -137,3 +137,19 @@ def test_refine_lowrank_root_follows_a_growing_history():
         R, basis = refine_lowrank_root(C, basis, 0.1, rng)
         assert np.trace(C - R.T @ R) <= 0.1 * np.trace(C) + 1e-12
         assert lowrank_root(C, 0.1).shape[0] <= R.shape[0] <= basis.shape[1]
+
+
+@pytest.mark.parametrize("case", ["graded", "dependent"])
+def test_orthonormalise_spans_the_columns(case):
+    """Cholesky QR on scaled columns where it is accurate, Householder QR otherwise: either
+    way orthonormal columns spanning those given."""
+    from pymc_kameleon.math.linalg import _orthonormalise
+
+    rng = np.random.default_rng(6)
+    D, k = 60, 12
+    A = np.linalg.qr(rng.normal(size=(D, k)))[0] * np.logspace(0, -9, k)  # a power step
+    if case == "dependent":  # nearly dependent columns: the Cholesky route is not accurate
+        A[:, 1] = A[:, 0] + 1e-13 * rng.normal(size=D)
+    Q = _orthonormalise(A)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(k), atol=1e-12)
+    np.testing.assert_allclose(Q @ (Q.T @ A), A, atol=1e-12 * np.abs(A).max())

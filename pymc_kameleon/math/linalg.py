@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import LinAlgError
+from scipy.linalg import LinAlgError, solve_triangular
 from scipy.linalg.lapack import dtrtrs
 
 __all__ = [
@@ -272,9 +272,11 @@ def refine_lowrank_root(
 
     The Rayleigh-Ritz pairs of ``cov`` on the orthonormal ``basis`` (shape ``(D, k)``) give
     the factor; the basis is then advanced by one power step, ``orth(cov @ basis)``, reordered
-    by the Ritz values, and resized to the kept rank plus ``oversample`` columns (doubled, with
-    random new columns, when even all ``k`` Ritz values leave more than ``trace_tolerance``
-    of the trace out).  Called at every change of a covariance that accumulates a chain's
+    by the Ritz values, and resized to the kept rank plus ``max(oversample, rank / 4)``
+    columns (grown by half, with random new columns, when even all ``k`` Ritz values leave
+    more than ``trace_tolerance`` of the trace out; doubling made the basis swing between
+    the two sizes from one call to the next, each call at twice the cost).  Called at every
+    change of a covariance that accumulates a chain's
     history, the basis follows its leading eigenspace for ``O(D^2 k)`` per call instead of the
     ``O(D^3)`` of a full eigendecomposition.  Ritz values never exceed the eigenvalues they
     estimate (Cauchy interlacing), so the rank is at least the exact rule's unless the whole
@@ -294,7 +296,7 @@ def refine_lowrank_root(
     rng : numpy.random.Generator
         Source of the random columns added when the basis grows.
     oversample : int, default 8
-        Columns kept beyond the rank.
+        Columns kept beyond the rank (at least; a quarter of the rank when that is more).
 
     Returns
     -------
@@ -336,10 +338,34 @@ def refine_lowrank_root(
     R = ((basis @ V[:, :keep]) * np.sqrt(np.maximum(theta[:keep], 0.0))).T
     # next basis: one power step, Ritz order, resized to the rank plus the oversampling
     if keep == k and k < D:
-        k_next = min(D, 2 * k)
+        k_next = min(D, k + max(oversample, k // 2))
     else:
-        k_next = min(D, k, keep + oversample)
+        k_next = min(D, k, keep + max(oversample, keep // 4))
     advanced = power @ V
     if k_next > k:
         advanced = np.hstack([advanced, rng.standard_normal((D, k_next - k))])
-    return R, np.linalg.qr(advanced[:, :k_next])[0]
+    return R, _orthonormalise(advanced[:, :k_next])
+
+
+def _orthonormalise(A: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of ``A`` (full column rank): Cholesky QR on the
+    columns scaled to unit norm, Householder QR when that is not accurate enough.
+
+    The columns :func:`refine_lowrank_root` passes are nearly orthogonal (a power step of an
+    orthonormal basis in the Ritz order) but of very different norms; scaled to unit norm
+    their Gram matrix is well conditioned and one Cholesky factorisation (BLAS-3, a few
+    times cheaper than Householder QR) orthonormalises them to rounding.
+    """
+    norms = np.linalg.norm(A, axis=0)
+    if np.all(norms > 0) and np.all(np.isfinite(norms)):
+        Q = A / norms
+        try:
+            L = np.linalg.cholesky(Q.T @ Q)
+        except np.linalg.LinAlgError:
+            L = None
+        if L is not None:
+            Q = solve_triangular(L, Q.T, lower=True).T
+            k = Q.shape[1]
+            if np.abs(Q.T @ Q - np.eye(k)).max() < 1e-10:
+                return Q
+    return np.linalg.qr(A)[0]
