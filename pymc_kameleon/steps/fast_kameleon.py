@@ -22,8 +22,6 @@ __all__ = ["FastKameleonStep", "default_n_features"]
 # (a gap growing as 0.1 x the tuning iterations, half the snapshots, cut F-KAMH's min ESS on
 # the 10-d banana to 6 from 16-22, means of 14 single-chain runs at pm.sample's defaults)
 _SNAPSHOT_GAP = 100
-# distinct points buffered (with their multiplicities) before they enter the moments
-_PENDING = 100
 #: default share of the trace of the feature covariance its discarded eigenpairs may hold
 TRACE_TOLERANCE = 0.03
 # a refresh restarts the feature moments only if the median heuristic moved by more than this
@@ -78,11 +76,14 @@ class FastKameleonAdaptState(LocalGaussianAdaptState):
     features: RandomFourierFeatures | None = None
     moments: OnlineMeanCov | None = None  # feature mean/covariance over the history
     cov: np.ndarray | None = None  # snapshot of the feature covariance used by proposals
-    pending: np.ndarray | None = None  # (_PENDING, d) distinct points not yet in the moments
-    pending_weight: np.ndarray | None = None  # (_PENDING,) their multiplicities
+    # distinct points recorded since the last snapshot (at most _SNAPSHOT_GAP), not yet in
+    # the moments, and their multiplicities
+    pending: np.ndarray | None = None  # (_SNAPSHOT_GAP, d)
+    pending_weight: np.ndarray | None = None  # (_SNAPSHOT_GAP,)
     n_pending: int = 0
     last_recorded: np.ndarray | None = None  # the position recorded last (identity check)
-    since_snapshot: int = 0  # tuning iterations recorded since the last snapshot
+    since_snapshot: int = 0  # tuning iterations recorded since the last snapshot: the
+    # summed multiplicities of the pending points
     root: np.ndarray | None = None  # (D, D); rows [:rank]: R with R^T R ~ cov (truncated)
     rank: int = 0  # 0: not factorised since the last snapshot
     omega: np.ndarray | None = None  # frequencies omega0 / s of the snapshot
@@ -310,8 +311,8 @@ class FastKameleonStep(LocalGaussianStep):
         moments = self._adapt.moments
         return {
             "n_features": self.n_features,
-            "n_history": 0 if moments is None else round(
-                moments.count + self._adapt.pending_weight[: self._adapt.n_pending].sum()),
+            "n_history": 0 if moments is None else round(moments.count)
+            + self._adapt.since_snapshot,
             # eigenpairs of C in the proposal (D when C itself is used, 0 before it exists)
             "feature_rank": self._adapt.rank or (self.n_features if self._adapt.active else 0),
         }
@@ -327,9 +328,7 @@ class FastKameleonStep(LocalGaussianStep):
             # are never changed in place, so identity is equality; equal values recorded as
             # separate rows would give the same moments anyway)
             a.pending_weight[a.n_pending - 1] += 1.0
-        else:
-            if a.n_pending == a.pending.shape[0]:
-                self._flush()
+        else:  # room for it: a snapshot (which empties the buffer) every _SNAPSHOT_GAP
             a.pending[a.n_pending] = x
             a.pending_weight[a.n_pending] = 1.0
             a.n_pending += 1
@@ -358,8 +357,8 @@ class FastKameleonStep(LocalGaussianStep):
             a.features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, s, self.rng, self.embedding, self.frequencies
             )
-            a.pending = np.empty((_PENDING, self.dim))
-            a.pending_weight = np.zeros(_PENDING)
+            a.pending = np.empty((_SNAPSHOT_GAP, self.dim))
+            a.pending_weight = np.zeros(_SNAPSHOT_GAP)
             a.root = np.empty((self.n_features, self.n_features))
         self._flush()
         if a.moments is None or abs(s / a.bandwidth - 1.0) > self.bandwidth_tolerance:
