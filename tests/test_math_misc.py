@@ -144,3 +144,7 @@ def test_distinct_rows_are_np_unique_rows_in_chain_order():
     X[3::7, 1] = -0.0
     _, first = np.unique(X, axis=0, return_index=True)
     np.testing.assert_array_equal(distinct_rows(X), X[np.sort(first)])
+    rows, counts = distinct_rows(X, return_counts=True)
+    np.testing.assert_array_equal(rows, X[np.sort(first)])
+    assert counts.sum() == len(X)
+    np.testing.assert_array_equal(counts, [np.sum(np.all(X == r, axis=1)) for r in rows])

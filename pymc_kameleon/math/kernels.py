@@ -84,12 +84,15 @@ def gaussian_kernel_grad(x: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.n
     return diff
 
 
-def distinct_rows(Z: np.ndarray) -> np.ndarray:
+def distinct_rows(
+    Z: np.ndarray, return_counts: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The distinct rows of ``Z``, each at its first occurrence, in their original order.
 
     The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found about ten times
     faster: each row is compared as one byte string (a Metropolis chain repeats a point on
-    rejection as a bit-identical copy).
+    rejection as a bit-identical copy).  With ``return_counts`` also how often each occurs,
+    so that ``(rows, counts)`` stand for ``Z`` as frequency-weighted points.
 
     Examples
     --------
@@ -97,12 +100,17 @@ def distinct_rows(Z: np.ndarray) -> np.ndarray:
     >>> distinct_rows(np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [-0.0, 1.0]]))
     array([[1., 2.],
            [0., 1.]])
+    >>> distinct_rows(np.array([[1.0], [0.0], [1.0]]), return_counts=True)[1]
+    array([2, 1])
     """
     Z = np.atleast_2d(np.asarray(Z, dtype=float))
     keys = np.ascontiguousarray(Z + 0.0)  # + 0.0 turns -0.0 into 0.0
     rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
-    _, first = np.unique(rows, return_index=True)
-    return Z[np.sort(first)]
+    _, first, counts = np.unique(rows, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    if return_counts:
+        return Z[first[order]], counts[order]
+    return Z[first[order]]
 
 
 def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:

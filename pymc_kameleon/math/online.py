@@ -89,14 +89,16 @@ class OnlineMeanCov:
         delta = mean_b - self.mean
         total = n + m
         self.mean = self.mean + delta * (m / total)
-        self._m2 = self._m2 + m2_b + np.outer(delta, delta) * (n * m / total)
+        m2_b += np.multiply.outer(delta * (n * m / total), delta)
+        self._m2 += m2_b  # in place: (dim, dim) temporaries cost more than the product
         self.count = total
 
     @property
     def cov(self) -> np.ndarray:
         """Covariance with divisor ``count`` (zeros before the first point)."""
-        m2 = 0.5 * (self._m2 + self._m2.T)
-        return m2 / self.count if self.count else m2
+        m2 = self._m2 + self._m2.T
+        m2 *= 0.5 / self.count if self.count else 0.5
+        return m2
 
 
 @dataclass
