@@ -34,7 +34,9 @@ def test_kamh_gram(d, n):
 
 
 @pytest.mark.parametrize("embedding", ["sincos", "phase"])
-@pytest.mark.parametrize("d, D, r", [(1, 20, 3), (2, 200, 17), (10, 500, 160), (30, 500, 500)])
+# d and r odd and even: the compiled product works in blocks of 2 x 4 with remainders
+@pytest.mark.parametrize("d, D, r", [(1, 20, 3), (2, 200, 17), (10, 500, 160), (7, 300, 22),
+                                     (30, 500, 500), (33, 400, 97)])
 def test_rff_lowrank_gram(embedding, d, D, r):
     rng = np.random.default_rng(D + r)
     rff = RandomFourierFeatures.draw(d, D, 1.7, rng, embedding, "halton")
@@ -42,7 +44,8 @@ def test_rff_lowrank_gram(embedding, d, D, r):
     y = rng.normal(size=d)
     expected = lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos")
     _close(expected, rff.lowrank_gram(y, root))
-    _close(_compiled.rff_lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos"),
+    omega_t = np.ascontiguousarray(rff.omega.T)
+    _close(_compiled.rff_lowrank_gram_t(y, omega_t, rff.phase, root, embedding == "sincos"),
            expected)
 
 

@@ -4,15 +4,15 @@ Every function here has a pure NumPy reference elsewhere in :mod:`pymc_kameleon.
 stays the definition and the test oracle (``tests/test_compiled.py`` checks agreement to
 ``1e-10``):
 
-=========================  ==================================================================
-compiled                   reference
-=========================  ==================================================================
-:func:`kamh_gram_t`        :func:`pymc_kameleon.math.kamh.kamh_gram` (history transposed)
-:func:`rff_lowrank_gram`   :func:`pymc_kameleon.math.rff.lowrank_gram`
-:func:`rff_full_gram`      :func:`pymc_kameleon.math.rff.full_gram`
-:func:`gaussian_factor`    :func:`pymc_kameleon.math.linalg.gaussian_factor`
-:func:`gaussian_logpdf`    :meth:`pymc_kameleon.math.linalg.MultivariateNormal.logpdf`
-=========================  ==================================================================
+==========================  ====================================================================
+compiled                    reference
+==========================  ====================================================================
+:func:`kamh_gram_t`         :func:`pymc_kameleon.math.kamh.kamh_gram` (history transposed)
+:func:`rff_lowrank_gram_t`  :func:`pymc_kameleon.math.rff.lowrank_gram` (frequencies transposed)
+:func:`rff_full_gram`       :func:`pymc_kameleon.math.rff.full_gram`
+:func:`gaussian_factor`     :func:`pymc_kameleon.math.linalg.gaussian_factor`
+:func:`gaussian_logpdf`     :meth:`pymc_kameleon.math.linalg.MultivariateNormal.logpdf`
+==========================  ====================================================================
 
 Without Numba (not installed, or ``PYMC_KAMELEON_NO_NUMBA=1`` in the environment) the names
 of this module *are* the references, so importing and sampling work everywhere; only the
@@ -42,7 +42,7 @@ __all__ = [
     "gaussian_logpdf",
     "kamh_gram_t",
     "rff_full_gram",
-    "rff_lowrank_gram",
+    "rff_lowrank_gram_t",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -96,31 +96,90 @@ def _kamh_gram_t(y, Zt, bandwidth):
     return G
 
 
-def _rff_lowrank_gram(y, omega, phase, root, sincos):
-    """``(R J)^T (R J)`` with ``J = diag(phi'(y)) Omega``, pairs of features combined first.
+def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
+    """``(R J)^T (R J)`` with ``J = diag(phi'(y)) Omega``, the frequencies stored as rows of
+    ``omega_t = Omega.T`` (``(d, n_freq)``, C-contiguous).
 
-    ``root`` is ``R`` (shape ``(r, D)``); ``omega`` the frequencies ``omega0 / s`` (shape
-    ``(n_freq, d)``).  For the sine/cosine pairs the two columns of ``R`` that share a
-    frequency are combined before the product with ``omega``, which halves the work.
+    ``root`` is ``R`` (shape ``(r, D)``).  For the sine/cosine pairs the two columns of ``R``
+    that share a frequency are combined first (``Rc``, ``(r, n_freq)``), which halves the
+    work.  ``(R J)^T = Omega^T Rc^T`` is then made of dot products along the frequencies, every
+    operand a contiguous row: four rows of ``Rc`` against two rows of ``omega_t`` at a time,
+    eight accumulators that vectorise (for the thin products of small ``d`` a general matrix
+    product spends more on its set-up than on the arithmetic: 6.2 against 10.9 us at
+    ``d = 10``, ``r = 22``, 250 frequencies; 35 against 44 us at ``d = 32``, ``r = 97``).
     """
+    d, m = omega_t.shape
     r = root.shape[0]
-    m = omega.shape[0]
     c = math.sqrt(2.0 / root.shape[1])
-    a = omega @ y
+    a = phase.copy()
+    for i in range(d):
+        yi = y[i]
+        for j in range(m):
+            a[j] += omega_t[i, j] * yi
     Rc = np.empty((r, m))
     if sincos:
-        cos_a = np.cos(a)
-        sin_a = np.sin(a)
+        cos_a = np.empty(m)
+        sin_a = np.empty(m)
+        for j in range(m):
+            cos_a[j] = c * math.cos(a[j])
+            sin_a[j] = c * math.sin(a[j])
         for k in range(r):
             for j in range(m):
-                Rc[k, j] = c * (root[k, j] * cos_a[j] - root[k, m + j] * sin_a[j])
+                Rc[k, j] = root[k, j] * cos_a[j] - root[k, m + j] * sin_a[j]
     else:
-        dphi = -c * np.sin(a + phase)
+        dphi = np.empty(m)
+        for j in range(m):
+            dphi[j] = -c * math.sin(a[j])
         for k in range(r):
             for j in range(m):
                 Rc[k, j] = root[k, j] * dphi[j]
-    B = Rc @ omega
-    return B.T @ B
+    Bt = np.empty((d, r))  # (R J)^T
+    k4 = r - r % 4
+    i2 = d - d % 2
+    for k in range(0, k4, 4):
+        r0, r1, r2, r3 = Rc[k], Rc[k + 1], Rc[k + 2], Rc[k + 3]
+        for i in range(0, i2, 2):
+            o0, o1 = omega_t[i], omega_t[i + 1]
+            s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = 0.0
+            for j in range(m):
+                b0 = o0[j]
+                b1 = o1[j]
+                s00 += r0[j] * b0
+                s01 += r0[j] * b1
+                s10 += r1[j] * b0
+                s11 += r1[j] * b1
+                s20 += r2[j] * b0
+                s21 += r2[j] * b1
+                s30 += r3[j] * b0
+                s31 += r3[j] * b1
+            Bt[i, k], Bt[i, k + 1], Bt[i, k + 2], Bt[i, k + 3] = s00, s10, s20, s30
+            Bt[i + 1, k], Bt[i + 1, k + 1], Bt[i + 1, k + 2], Bt[i + 1, k + 3] = s01, s11, s21, s31
+        for i in range(i2, d):  # the last row of an odd d
+            o0 = omega_t[i]
+            s00 = s10 = s20 = s30 = 0.0
+            for j in range(m):
+                s00 += r0[j] * o0[j]
+                s10 += r1[j] * o0[j]
+                s20 += r2[j] * o0[j]
+                s30 += r3[j] * o0[j]
+            Bt[i, k], Bt[i, k + 1], Bt[i, k + 2], Bt[i, k + 3] = s00, s10, s20, s30
+    for k in range(k4, r):  # the last r % 4 rows of Rc
+        r0 = Rc[k]
+        for i in range(d):
+            o0 = omega_t[i]
+            s00 = 0.0
+            for j in range(m):
+                s00 += r0[j] * o0[j]
+            Bt[i, k] = s00
+    G = np.empty((d, d))
+    for i in range(d):
+        for i2 in range(i, d):
+            total = 0.0
+            for k in range(r):
+                total += Bt[i, k] * Bt[i2, k]
+            G[i, i2] = total
+            G[i2, i] = total
+    return G
 
 
 def _rff_full_gram(y, omega, phase, cov, sincos):
@@ -198,6 +257,11 @@ def _kamh_gram_t_ref(y, Zt, bandwidth):
     return _kamh_ref.kamh_gram(y, Zt.T, bandwidth)
 
 
+def _rff_lowrank_gram_t_ref(y, omega_t, phase, root, sincos):
+    """The reference :func:`rff.lowrank_gram` with the compiled version's argument layout."""
+    return _rff_ref.lowrank_gram(y, omega_t.T, phase, root, sincos)
+
+
 if HAVE_NUMBA:
     _jit = _njit(cache=True, nogil=True, error_model="numpy")
     # reassociation lets the reductions over the history vectorise; no "finite math only"
@@ -205,13 +269,13 @@ if HAVE_NUMBA:
     _jit_reduce = _njit(cache=True, nogil=True, error_model="numpy",
                         fastmath={"reassoc", "contract"})
     kamh_gram_t = _jit_reduce(_kamh_gram_t)
-    rff_lowrank_gram = _jit(_rff_lowrank_gram)
+    rff_lowrank_gram_t = _jit_reduce(_rff_lowrank_gram_t)
     rff_full_gram = _jit(_rff_full_gram)
     gaussian_factor = _jit(_gaussian_factor)
     gaussian_logpdf = _jit(_gaussian_logpdf)
 else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
     kamh_gram_t = _kamh_gram_t_ref
-    rff_lowrank_gram = _rff_ref.lowrank_gram
+    rff_lowrank_gram_t = _rff_lowrank_gram_t_ref
     rff_full_gram = _rff_ref.full_gram
     gaussian_factor = _linalg_ref.gaussian_factor
     gaussian_logpdf = _linalg_ref.gaussian_logpdf
