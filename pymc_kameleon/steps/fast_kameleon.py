@@ -126,10 +126,11 @@ class FastKameleonStep(LocalGaussianStep):
     ``D = 500`` at ``d = 10``), truncating 3 % left the proposal and the ESS on six suite
     models x 3 seeds unchanged (summed min bulk ESS 4857 against 4852 untruncated), 10 %
     cost 6 % of it (a quarter on eight-schools-nc); 3 % cut the time per iteration after
-    tuning from 130 to 33 us at ``d = 10``.  Even so F-KAMH
-    is not cheaper per iteration than KAMH's ``O(n d^2)`` with ``n = 1000`` at ``d >= 8``:
-    the ``D`` the proposal's accuracy needs (see :func:`default_n_features`) and the rank its
-    spectrum needs cost about as much as a 1000-point kernel history.
+    tuning from 130 to 33 us at ``d = 10`` (25 us since the product is compiled as blocked
+    dot products).  Even so F-KAMH is only level with KAMH's ``O(n d^2)``, ``n = 1000``, at
+    ``8 <= d <= 32`` (within 10 % after tuning, dearer while tuning) and cheaper at
+    ``d = 100``: the ``D`` the proposal's accuracy needs (see :func:`default_n_features`) and
+    the rank its spectrum needs cost about as much as a 1000-point kernel history.
 
     Adaptation, only while PyMC tunes:
 
