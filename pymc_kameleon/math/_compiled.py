@@ -57,11 +57,27 @@ except ImportError:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=
     HAVE_NUMBA = False
 
 
+def _row_gram(A, scale):
+    """``scale * A A^T`` for ``A`` of shape ``(d, n)``, C-contiguous: the ``d (d + 1) / 2``
+    entries of the symmetric result as contiguous dot products of the rows of ``A``."""
+    d, n = A.shape
+    G = np.empty((d, d))
+    for j in range(d):
+        for k in range(j, d):
+            total = 0.0
+            for i in range(n):
+                total += A[j, i] * A[k, i]
+            G[j, k] = scale * total
+            G[k, j] = scale * total
+    return G
+
+
 def _kamh_gram_t(y, Zt, bandwidth):
     """Kernel gradients, centring and ``4 Mc^T Mc`` (see :func:`kamh.kamh_gram`) on the
     history stored as columns, ``Zt = Z.T`` (``(d, n)``, C-contiguous): every inner loop then
     runs along a contiguous row of length ``n`` and vectorises, and the ``d (d + 1) / 2``
-    entries of the symmetric result are contiguous dot products of the rows of ``Mc^T``.
+    entries of the symmetric result are contiguous dot products of the rows of ``Mc^T``
+    (:func:`_row_gram`).
     """
     d, n = Zt.shape
     inv_s2 = 1.0 / bandwidth**2
@@ -85,15 +101,7 @@ def _kamh_gram_t(y, Zt, bandwidth):
         mean = total / n
         for i in range(n):
             Mt[j, i] -= mean
-    G = np.empty((d, d))
-    for j in range(d):
-        for k in range(j, d):
-            total = 0.0
-            for i in range(n):
-                total += Mt[j, i] * Mt[k, i]
-            G[j, k] = 4.0 * total
-            G[k, j] = 4.0 * total
-    return G
+    return _row_gram(Mt, 4.0)
 
 
 def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
@@ -171,15 +179,7 @@ def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
             for j in range(m):
                 s00 += r0[j] * o0[j]
             Bt[i, k] = s00
-    G = np.empty((d, d))
-    for i in range(d):
-        for i2 in range(i, d):
-            total = 0.0
-            for k in range(r):
-                total += Bt[i, k] * Bt[i2, k]
-            G[i, i2] = total
-            G[i2, i] = total
-    return G
+    return _row_gram(Bt, 1.0)
 
 
 def _rff_full_gram(y, omega, phase, cov, sincos):
@@ -268,6 +268,7 @@ if HAVE_NUMBA:
     # flags, so NaN and infinity propagate as in the references
     _jit_reduce = _njit(cache=True, nogil=True, error_model="numpy",
                         fastmath={"reassoc", "contract"})
+    _row_gram = _jit_reduce(_row_gram)  # called by the two compiled Grams below
     kamh_gram_t = _jit_reduce(_kamh_gram_t)
     rff_lowrank_gram_t = _jit_reduce(_rff_lowrank_gram_t)
     rff_full_gram = _jit(_rff_full_gram)

@@ -74,17 +74,11 @@ class OnlineMeanCov:
         X = np.atleast_2d(X)
         if X.shape[0] == 0:
             return
-        if weights is None:
-            m = X.shape[0]
-            mean_b = X.mean(axis=0)
-            Xc = X - mean_b
-            m2_b = Xc.T @ Xc
-        else:
-            w = np.asarray(weights, dtype=float)
-            m = float(w.sum())
-            mean_b = (w @ X) / m
-            Xc = X - mean_b
-            m2_b = (Xc * w[:, None]).T @ Xc
+        w = np.ones(X.shape[0]) if weights is None else np.asarray(weights, dtype=float)
+        m = float(w.sum())
+        mean_b = (w @ X) / m
+        Xc = X - mean_b
+        m2_b = (Xc * w[:, None]).T @ Xc
         n = self.count
         delta = mean_b - self.mean
         total = n + m
