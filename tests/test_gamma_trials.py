@@ -61,8 +61,8 @@ def test_cached_proposal_follows_a_change_of_gamma(gauss, cls):
     cached = step._cached_proposal
     seen = set()
 
-    def checked(y, cache):
-        key, entry = cached(y, cache)
+    def checked(y, cache, params=None):
+        key, entry = cached(y, cache, params)
         if step._adapt.active:
             L = entry[2]
             expected = step.gamma**2 * np.eye(2) + step.scale * step._gram(y)

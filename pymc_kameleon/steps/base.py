@@ -75,6 +75,7 @@ from .store import SharedEstimate, point_key
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal"]
 
+_sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
 _PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
 _LAPLACE_MAX_DIM = 100
 
@@ -395,8 +396,11 @@ class BaseKernelStep(ArrayStepShared):
     def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
         """One Metropolis-Hastings decision; updates the stored model-space position."""
         w = self._warm
-        if proposal.log_correction == -np.inf or not np.isfinite(proposal.position).all():
-            return state, 0.0, False, 0  # e.g. a diverged trajectory: no evaluation
+        # e.g. a diverged trajectory: no evaluation (the sum is non-finite when an entry is;
+        # also when finite entries near 1e308 overflow it, a region no target holds)
+        if proposal.log_correction == -math.inf or not math.isfinite(
+                _sum(proposal.position)):
+            return state, 0.0, False, 0
         x_new = self._round(w.precond.to_x(proposal.position))
         u_new = proposal.position
         if self._float32_slices:
@@ -405,9 +409,9 @@ class BaseKernelStep(ArrayStepShared):
         log_accept = float(logp_new - state.logp + proposal.log_correction)
         if not math.isfinite(logp_new) or math.isnan(log_accept):
             log_accept = -math.inf
-        accept_prob = float(np.exp(min(log_accept, 0.0)))
+        accept_prob = math.exp(min(log_accept, 0.0))
         u = self.rng.random()  # the same stream as uniform(), a quarter of its cost
-        if np.log(u) < log_accept:
+        if (math.log(u) if u > 0.0 else -math.inf) < log_accept:
             w.x, w.logp = x_new, logp_new
             return ChainState(u_new, logp_new), accept_prob, True, 1
         return state, accept_prob, False, 1

@@ -203,8 +203,10 @@ class LocalGaussianStep(BaseKernelStep):
         _, (_, _, L, _) = self._cached_proposal(y, {})
         return MultivariateNormal(y, L)
 
-    def _factor(self, gram: np.ndarray | None, scale: float) -> tuple[np.ndarray, float]:
-        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram``.
+    def _factor(self, gram: np.ndarray | None, scale: float,
+                gamma: float | None = None) -> tuple[np.ndarray, float]:
+        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram`` (``gamma``:
+        the one in use unless given).
 
         Compiled when Numba is available; a matrix the plain factorisation rejects goes to
         :func:`~pymc_kameleon.math.linalg.safe_cholesky` (jitter), which raises ``ValueError``
@@ -213,39 +215,44 @@ class LocalGaussianStep(BaseKernelStep):
         """
         if gram is None:  # the random walk N(y, gamma^2 I); scale may still be NaN
             gram, scale = self._zero_gram, 0.0
-        L, half_logdet, ok = gaussian_factor(gram, self.gamma**2, scale)
+        gamma2 = (self.gamma if gamma is None else gamma) ** 2
+        L, half_logdet, ok = gaussian_factor(gram, gamma2, scale)
         if not ok:
-            cov = self.gamma**2 * np.eye(gram.shape[0]) + scale * gram
+            cov = gamma2 * np.eye(gram.shape[0]) + scale * gram
             L, _ = safe_cholesky(cov)
             half_logdet = float(np.sum(np.log(np.abs(L.diagonal()))))
         return L, half_logdet
 
-    def _cached_proposal(self, y: np.ndarray, cache: dict) -> tuple[bytes, tuple]:
+    def _cached_proposal(self, y: np.ndarray, cache: dict,
+                         params: tuple[float, float] | None = None) -> tuple[bytes, tuple]:
         """``(key, (gram, (scale, gamma), chol, half_logdet))`` at ``y``, reusing ``cache``.
 
         The proposal at a point depends on the point, the adaptive part (the cache is
-        emptied whenever that changes), the scale and ``gamma`` (both checked here).
+        emptied whenever that changes), the scale and ``gamma`` (both checked here;
+        ``params``: ``(scale, gamma)`` in use, looked up unless given).
         """
         key = y.tobytes()
-        params = (self.scale, self.gamma)
+        if params is None:
+            params = (self.scale, self.gamma)
         entry = cache.get(key)
         if entry is None:
             gram = self._gram(y) if self._adapt.active else None
-            entry = (gram, params, *self._factor(gram, params[0]))
+            entry = (gram, params, *self._factor(gram, *params))
         elif entry[1] != params and not (np.isnan(params[0]) and np.isnan(entry[1][0])
                                          and params[1] == entry[1][1]):
-            entry = (entry[0], params, *self._factor(entry[0], params[0]))
+            entry = (entry[0], params, *self._factor(entry[0], *params))
         return key, entry
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
         y = state.position
+        params = (self.scale, self.gamma)  # the same for both points
         try:
-            key_y, entry_y = self._cached_proposal(y, a.cache)
+            key_y, entry_y = self._cached_proposal(y, a.cache, params)
             z = self.rng.standard_normal(y.shape[0])
             move = entry_y[2] @ z
             x_new = y + move
-            key_x, entry_x = self._cached_proposal(x_new, a.cache)
+            key_x, entry_x = self._cached_proposal(x_new, a.cache, params)
         except (ValueError, np.linalg.LinAlgError):  # overflowing covariance: a rejection
             return Proposal(y, -np.inf), {}
         # the same solve for both densities keeps a symmetric proposal exactly symmetric
