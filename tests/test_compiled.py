@@ -64,6 +64,28 @@ def test_rff_full_gram(embedding, d, D):
            expected)
 
 
+@pytest.mark.parametrize("embedding", ["sincos", "phase"])
+@pytest.mark.parametrize("d, D", [(1, 20), (3, 200), (10, 400)])
+def test_rff_leapfrog(embedding, d, D):
+    """The compiled leapfrog with the KMC finite gradient against ``hmc.leapfrog`` with the
+    estimator's NumPy gradient (and ``J^T theta`` from the Jacobian, independently)."""
+    from pymc_kameleon.math.hmc import leapfrog
+    from pymc_kameleon.math.score_matching import FiniteScoreEstimator
+
+    rng = np.random.default_rng(d + D)
+    rff = RandomFourierFeatures.draw(d, D, 1.5, rng, embedding, "halton")
+    X = rng.normal(size=(300, d)) * 1.3 + 0.5
+    est = FiniteScoreEstimator(rff, lam=1e-3).fit(X)
+    q, p = rng.normal(size=d), rng.normal(size=d)
+    np.testing.assert_allclose(est.grad(q), rff.jacobian(q).T @ est.theta, rtol=1e-12)
+    for step, n_steps in [(0.1, 0), (0.1, 1), (0.05, 20), (rng.uniform(0.02, 0.1, size=d), 7)]:
+        expected = leapfrog(q, p, est.grad, step, n_steps)
+        got = est.leapfrog(q, p, step, n_steps)
+        for a, b in zip(got, expected, strict=True):
+            _close(a, b)
+    assert est.leapfrog(q, p, 0.1, 3)[0] is not q  # new arrays, inputs untouched
+
+
 @pytest.mark.parametrize("d", [1, 2, 10, 100])
 def test_gaussian_factor_and_logpdf(d):
     rng = np.random.default_rng(d)

@@ -10,6 +10,7 @@ compiled                    reference
 :func:`kamh_gram_t`         :func:`pymc_kameleon.math.kamh.kamh_gram` (history transposed)
 :func:`rff_lowrank_gram_t`  :func:`pymc_kameleon.math.rff.lowrank_gram` (frequencies transposed)
 :func:`rff_full_gram`       :func:`pymc_kameleon.math.rff.full_gram`
+:func:`rff_leapfrog`        :func:`pymc_kameleon.math.hmc.leapfrog` with the KMC finite gradient
 :func:`gaussian_factor`     :func:`pymc_kameleon.math.linalg.gaussian_factor`
 :func:`gaussian_logpdf`     :meth:`pymc_kameleon.math.linalg.MultivariateNormal.logpdf`
 ==========================  ====================================================================
@@ -42,6 +43,7 @@ __all__ = [
     "gaussian_logpdf",
     "kamh_gram_t",
     "rff_full_gram",
+    "rff_leapfrog",
     "rff_lowrank_gram_t",
 ]
 
@@ -182,6 +184,54 @@ def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
     return _row_gram(Bt, 1.0)
 
 
+def _rff_grad_into(q, omega_t, phase, theta, sincos, a, g):
+    """``g = J(q)^T theta``, the gradient of the surrogate ``theta . phi(q)``, into ``g``
+    (``a``: workspace of the ``n_freq`` angles); ``O(n_freq d)``."""
+    d, m = omega_t.shape
+    c = math.sqrt(2.0 / theta.shape[0])
+    for j in range(m):
+        a[j] = phase[j]
+    for i in range(d):
+        qi = q[i]
+        for j in range(m):
+            a[j] += omega_t[i, j] * qi
+    if sincos:  # d/dx [sin, cos](w.x) = [cos, -sin](w.x) w
+        for j in range(m):
+            a[j] = c * (theta[j] * math.cos(a[j]) - theta[m + j] * math.sin(a[j]))
+    else:  # d/dx cos(w.x + b) = -sin(w.x + b) w
+        for j in range(m):
+            a[j] = -c * theta[j] * math.sin(a[j])
+    for i in range(d):
+        total = 0.0
+        for j in range(m):
+            total += a[j] * omega_t[i, j]
+        g[i] = total
+
+
+def _rff_leapfrog(q, p, omega_t, phase, theta, sincos, step, n_steps):
+    """:func:`~pymc_kameleon.math.hmc.leapfrog` with the gradient of the finite kernel
+    surrogate ``theta . phi`` (KMC finite), ``step`` an array of shape ``(d,)``.  The same
+    operations in the same order as the reference; new arrays are returned."""
+    d, m = omega_t.shape
+    q = q.copy()
+    p = p.copy()
+    if n_steps == 0:
+        return q, p
+    a = np.empty(m)
+    g = np.empty(d)
+    _rff_grad_into(q, omega_t, phase, theta, sincos, a, g)
+    for i in range(d):
+        p[i] = p[i] + 0.5 * step[i] * g[i]
+    for k in range(n_steps):
+        for i in range(d):
+            q[i] = q[i] + step[i] * p[i]
+        _rff_grad_into(q, omega_t, phase, theta, sincos, a, g)
+        for i in range(d):
+            eps = step[i] if k < n_steps - 1 else 0.5 * step[i]
+            p[i] = p[i] + eps * g[i]
+    return q, p
+
+
 def _rff_full_gram(y, omega, phase, cov, sincos):
     """``J^T C J = Omega^T (S^T C S) Omega`` with ``J = S Omega`` (``S`` has one nonzero per
     feature row): the symmetric ``D x D`` covariance is first folded to ``(n_freq, n_freq)``,
@@ -257,6 +307,15 @@ def _kamh_gram_t_ref(y, Zt, bandwidth):
     return _kamh_ref.kamh_gram(y, Zt.T, bandwidth)
 
 
+def _rff_leapfrog_ref(q, p, omega_t, phase, theta, sincos, step, n_steps):
+    """The reference :func:`hmc.leapfrog` with the surrogate's gradient ``J(q)^T theta``."""
+    from .hmc import leapfrog
+
+    features = _rff_ref.RandomFourierFeatures(omega_t.T, phase, 1.0,
+                                              "sincos" if sincos else "phase")
+    return leapfrog(q, p, lambda x: features.jacobian(x).T @ theta, step, n_steps)
+
+
 def _rff_lowrank_gram_t_ref(y, omega_t, phase, root, sincos):
     """The reference :func:`rff.lowrank_gram` with the compiled version's argument layout."""
     return _rff_ref.lowrank_gram(y, omega_t.T, phase, root, sincos)
@@ -271,12 +330,15 @@ if HAVE_NUMBA:
     _row_gram = _jit_reduce(_row_gram)  # called by the two compiled Grams below
     kamh_gram_t = _jit_reduce(_kamh_gram_t)
     rff_lowrank_gram_t = _jit_reduce(_rff_lowrank_gram_t)
+    _rff_grad_into = _jit_reduce(_rff_grad_into)  # called by the compiled leapfrog
+    rff_leapfrog = _jit(_rff_leapfrog)
     rff_full_gram = _jit(_rff_full_gram)
     gaussian_factor = _jit(_gaussian_factor)
     gaussian_logpdf = _jit(_gaussian_logpdf)
 else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
     kamh_gram_t = _kamh_gram_t_ref
     rff_lowrank_gram_t = _rff_lowrank_gram_t_ref
+    rff_leapfrog = _rff_leapfrog_ref
     rff_full_gram = _rff_ref.full_gram
     gaussian_factor = _linalg_ref.gaussian_factor
     gaussian_logpdf = _linalg_ref.gaussian_logpdf

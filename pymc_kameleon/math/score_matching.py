@@ -34,6 +34,8 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.spatial.distance import cdist
 
+from ._compiled import rff_leapfrog
+from .hmc import leapfrog
 from .linalg import safe_cholesky
 from .rff import RandomFourierFeatures
 
@@ -184,6 +186,11 @@ class LiteScoreEstimator:
         g = self._terms(np.atleast_2d(x))[1]
         return g[0] if x.ndim == 1 else g
 
+    def leapfrog(self, q: np.ndarray, p: np.ndarray, step_size: float | np.ndarray,
+                 n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~pymc_kameleon.math.hmc.leapfrog` with :meth:`grad`."""
+        return leapfrog(q, p, self.grad, step_size, n_steps)
+
     def score_matching_loss(self, X_test: np.ndarray) -> float:
         """Empirical objective ``mean_x sum_l [d^2 f/dx_l^2 + (df/dx_l)^2 / 2]`` over ``X_test``.
 
@@ -314,6 +321,7 @@ class FiniteScoreEstimator:
         self._n_fit = 0
         self._chol: np.ndarray | None = None
         self.theta = np.zeros(m)
+        self._omega_t: np.ndarray | None = None  # frequencies transposed, for leapfrog
 
     @property
     def n_seen(self) -> int:
@@ -390,6 +398,22 @@ class FiniteScoreEstimator:
         """``J(x)^T theta``: shape ``(d,)`` for one point, ``(m, d)`` for rows."""
         J = self.features.jacobian(np.asarray(x, dtype=float))
         return np.einsum("...jl,j->...l", J, self.theta)
+
+    def leapfrog(self, q: np.ndarray, p: np.ndarray, step_size: float | np.ndarray,
+                 n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`~pymc_kameleon.math.hmc.leapfrog` with :meth:`grad`, compiled
+        (:func:`~pymc_kameleon.math._compiled.rff_leapfrog`: one call per trajectory
+        instead of ``n_steps + 1`` NumPy gradients)."""
+        if n_steps < 0:
+            raise ValueError(f"n_steps must be >= 0, got {n_steps}")
+        q = np.asarray(q, dtype=float)
+        step = np.ascontiguousarray(np.broadcast_to(np.asarray(step_size, dtype=float),
+                                                    q.shape))
+        if self._omega_t is None:
+            self._omega_t = np.ascontiguousarray(self.features.omega.T)
+        return rff_leapfrog(q, np.asarray(p, dtype=float), self._omega_t, self.features.phase,
+                            self.theta, self.features.embedding == "sincos", step,
+                            int(n_steps))
 
     def score_matching_loss(self, X_test: np.ndarray) -> float:
         """Held-out objective ``mean_x [Laplacian f(x) + |grad f(x)|^2 / 2]``.

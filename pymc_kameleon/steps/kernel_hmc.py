@@ -10,7 +10,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..adaptation import AnchoredStepSize, GeometricSchedule, RobbinsMonro
-from ..math.hmc import hamiltonian_accept_prob, kinetic_energy, leapfrog
+from ..math.hmc import hamiltonian_accept_prob, kinetic_energy
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
@@ -360,7 +360,7 @@ class KernelHMCStep(BaseKernelStep):
             q1, p1 = q0 + eps * p0, p0
         else:
             with np.errstate(all="ignore"):
-                q1, p1 = leapfrog(q0, p0, k.estimator.grad, eps, n_steps)
+                q1, p1 = k.estimator.leapfrog(q0, p0, eps, n_steps)
         log_correction = kinetic_energy(p0) - kinetic_energy(p1)
         if self.tune:
             a.surrogate_accept = self._anchor_accept(k, q0, p0, q1, p1, u, n_steps)
@@ -388,7 +388,7 @@ class KernelHMCStep(BaseKernelStep):
             return None
         if abs(k.scaler.log_value - k.scaler.log_anchor) > 1e-12:
             with np.errstate(all="ignore"):
-                q1, p1 = leapfrog(q0, p0, k.estimator.grad, k.scaler.anchor * u, n_steps)
+                q1, p1 = k.estimator.leapfrog(q0, p0, k.scaler.anchor * u, n_steps)
         return hamiltonian_accept_prob(k.estimator.log_density, q0, p0,
                                        np.asarray(q1, dtype=float), p1)
 
@@ -565,7 +565,7 @@ class KernelHMCStep(BaseKernelStep):
             total = 0.0
             with np.errstate(all="ignore"):
                 for q0, p0 in zip(starts, momenta, strict=True):
-                    q1, p1 = leapfrog(q0, p0, estimator.grad, step, n_steps)
+                    q1, p1 = estimator.leapfrog(q0, p0, step, n_steps)
                     total += hamiltonian_accept_prob(estimator.log_density, q0, p0, q1, p1)
             return total / starts.shape[0]
 
