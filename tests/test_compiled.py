@@ -7,6 +7,7 @@ from pymc_kameleon.math import _compiled
 from pymc_kameleon.math.kamh import kamh_gram
 from pymc_kameleon.math.linalg import (
     MultivariateNormal,
+    cholesky_update,
     gaussian_factor,
     gaussian_logpdf,
     lowrank_root,
@@ -84,6 +85,23 @@ def test_rff_leapfrog(embedding, d, D):
         for a, b in zip(got, expected, strict=True):
             _close(a, b)
     assert est.leapfrog(q, p, 0.1, 3)[0] is not q  # new arrays, inputs untouched
+
+
+@pytest.mark.parametrize("m, r", [(1, 1), (7, 3), (200, 100)])
+def test_cholesky_update(m, r):
+    """The compiled rank-r update of KMC finite's factor against the NumPy reference (both
+    arrays updated in place), shapes of the finite surrogate included (m = 200 features,
+    10 points x 10 dimensions)."""
+    rng = np.random.default_rng(m + r)
+    B = rng.normal(size=(m, m + 2))
+    L = np.linalg.cholesky(B @ B.T / m + 1e-3 * np.eye(m))
+    V = rng.normal(size=(m, r))
+    V[m // 2] = 0.0  # a row with nothing to rotate
+    L_ref, V_ref = L.copy(), V.copy()
+    cholesky_update(L_ref, V_ref)
+    _compiled.cholesky_update(L, V)
+    _close(L, L_ref)
+    np.testing.assert_allclose(V, V_ref, atol=RTOL * np.abs(L_ref).max())
 
 
 @pytest.mark.parametrize("d", [1, 2, 10, 100])

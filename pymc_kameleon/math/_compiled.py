@@ -11,6 +11,7 @@ compiled                    reference
 :func:`rff_lowrank_gram_t`  :func:`pymc_kameleon.math.rff.lowrank_gram` (frequencies transposed)
 :func:`rff_full_gram`       :func:`pymc_kameleon.math.rff.full_gram`
 :func:`rff_leapfrog`        :func:`pymc_kameleon.math.hmc.leapfrog` with the KMC finite gradient
+:func:`cholesky_update`     :func:`pymc_kameleon.math.linalg.cholesky_update`
 :func:`gaussian_factor`     :func:`pymc_kameleon.math.linalg.gaussian_factor`
 :func:`gaussian_logpdf`     :meth:`pymc_kameleon.math.linalg.MultivariateNormal.logpdf`
 ==========================  ====================================================================
@@ -39,6 +40,7 @@ from . import rff as _rff_ref
 
 __all__ = [
     "HAVE_NUMBA",
+    "cholesky_update",
     "gaussian_factor",
     "gaussian_logpdf",
     "kamh_gram_t",
@@ -232,6 +234,31 @@ def _rff_leapfrog(q, p, omega_t, phase, theta, sincos, step, n_steps):
     return q, p
 
 
+def _cholesky_update(L, V):
+    """:func:`linalg.cholesky_update` (the same reflections in the same order) with the
+    products as loops along the contiguous rows of ``V``; ``L`` and ``V`` updated in place."""
+    m, r = V.shape
+    v = np.empty(r)
+    for k in range(m):
+        nv2 = 0.0
+        for j in range(r):
+            v[j] = V[k, j]
+            nv2 += v[j] * v[j]
+        if nv2 == 0.0:
+            continue
+        a = L[k, k]
+        h0 = -nv2 / (a + math.sqrt(a * a + nv2))  # = a - r without cancellation (a > 0)
+        beta = 2.0 / (h0 * h0 + nv2)
+        for i in range(k, m):
+            w = L[i, k] * h0
+            for j in range(r):
+                w += V[i, j] * v[j]
+            w *= beta
+            L[i, k] -= w * h0
+            for j in range(r):
+                V[i, j] -= w * v[j]
+
+
 def _rff_full_gram(y, omega, phase, cov, sincos):
     """``J^T C J = Omega^T (S^T C S) Omega`` with ``J = S Omega`` (``S`` has one nonzero per
     feature row): the symmetric ``D x D`` covariance is first folded to ``(n_freq, n_freq)``,
@@ -333,6 +360,7 @@ if HAVE_NUMBA:
     _rff_grad_into = _jit_reduce(_rff_grad_into)  # called by the compiled leapfrog
     rff_leapfrog = _jit(_rff_leapfrog)
     rff_full_gram = _jit(_rff_full_gram)
+    cholesky_update = _jit_reduce(_cholesky_update)
     gaussian_factor = _jit(_gaussian_factor)
     gaussian_logpdf = _jit(_gaussian_logpdf)
 else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
@@ -340,5 +368,6 @@ else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
     rff_lowrank_gram_t = _rff_lowrank_gram_t_ref
     rff_leapfrog = _rff_leapfrog_ref
     rff_full_gram = _rff_ref.full_gram
+    cholesky_update = _linalg_ref.cholesky_update
     gaussian_factor = _linalg_ref.gaussian_factor
     gaussian_logpdf = _linalg_ref.gaussian_logpdf

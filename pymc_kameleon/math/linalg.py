@@ -10,6 +10,7 @@ from scipy.linalg.lapack import dtrtrs
 
 __all__ = [
     "MultivariateNormal",
+    "cholesky_update",
     "gaussian_factor",
     "gaussian_logpdf",
     "lowrank_root",
@@ -139,6 +140,45 @@ class MultivariateNormal:
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         """One draw."""
         return self.mean + self.chol @ rng.standard_normal(self.dim)
+
+
+def cholesky_update(L: np.ndarray, V: np.ndarray) -> None:
+    """In place: lower ``L`` becomes the Cholesky factor of ``L L^T + V V^T``.
+
+    ``V`` has shape ``(m, r)`` and is overwritten.  Column ``k`` of ``L`` and the ``r`` columns
+    of ``V`` are rotated by one Householder reflection (an orthogonal map on the columns of
+    ``[L, V]``, so ``[L, V][L, V]^T`` is unchanged) that zeroes row ``k`` of ``V``.  Cost
+    ``O(r m^2)``; ``L`` must have a positive diagonal.  The reference of the compiled
+    :func:`pymc_kameleon.math._compiled.cholesky_update`.
+
+    References
+    ----------
+    .. [1] Golub, G. H., Van Loan, C. F. (2013). Matrix Computations, 4th ed., Sections 5.1
+       (Householder reflections) and 6.5.4 (updating a Cholesky factorisation).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L, V = np.eye(2), np.array([[1.0], [1.0]])
+    >>> cholesky_update(L, V)
+    >>> bool(np.allclose(L @ L.T, np.eye(2) + np.ones((2, 2))))
+    True
+    """
+    m = L.shape[0]
+    for k in range(m):
+        v = V[k].copy()
+        nv2 = float(v @ v)
+        if nv2 == 0.0:
+            continue
+        a = L[k, k]
+        r = np.sqrt(a * a + nv2)
+        h0 = -nv2 / (a + r)  # = a - r without cancellation (a > 0)
+        beta = 2.0 / (h0 * h0 + nv2)
+        col = L[k:, k]
+        blk = V[k:]
+        w = (col * h0 + blk @ v) * beta
+        col -= w * h0
+        blk -= w[:, None] * v
 
 
 def gaussian_factor(G: np.ndarray, gamma2: float, scale: float) -> tuple[np.ndarray, float, bool]:

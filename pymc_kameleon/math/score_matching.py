@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.spatial.distance import cdist
 
-from ._compiled import rff_leapfrog
+from ._compiled import cholesky_update, rff_leapfrog
 from .hmc import leapfrog
 from .linalg import safe_cholesky
 from .rff import RandomFourierFeatures
@@ -61,31 +61,6 @@ def _lite_system(Z: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
     M = (K * G) @ K
     C = (K @ K) * G - M - M.T + (K * np.diag(G)) @ K
     return b, 0.5 * (C + C.T)
-
-
-def _chol_update(L: np.ndarray, V: np.ndarray) -> None:
-    """In place: lower ``L`` becomes the Cholesky factor of ``L L^T + V V^T``.
-
-    ``V`` has shape ``(m, r)`` and is overwritten.  Column ``k`` of ``L`` and the ``r`` columns
-    of ``V`` are rotated by one Householder reflection (an orthogonal map on the columns of
-    ``[L, V]``, so ``[L, V][L, V]^T`` is unchanged) that zeroes row ``k`` of ``V``.  Cost
-    ``O(r m^2)``; ``L`` must have a positive diagonal.
-    """
-    m = L.shape[0]
-    for k in range(m):
-        v = V[k].copy()
-        nv2 = float(v @ v)
-        if nv2 == 0.0:
-            continue
-        a = L[k, k]
-        r = np.sqrt(a * a + nv2)
-        h0 = -nv2 / (a + r)  # = a - r without cancellation (a > 0)
-        beta = 2.0 / (h0 * h0 + nv2)
-        col = L[k:, k]
-        blk = V[k:]
-        w = (col * h0 + blk @ v) * beta
-        col -= w * h0
-        blk -= w[:, None] * v
 
 
 class _Estimator(Protocol):
@@ -385,7 +360,7 @@ class FiniteScoreEstimator:
             V = self._jacobian_columns(rows)
             self._C_sum += V @ V.T
             self._b_sum += self.features.features(rows).sum(axis=0) * self._omega_sq
-            _chol_update(self._chol, V)
+            cholesky_update(self._chol, np.ascontiguousarray(V))
         self._n_seen += X.shape[0]
         self._solve()
 
@@ -407,8 +382,10 @@ class FiniteScoreEstimator:
         if n_steps < 0:
             raise ValueError(f"n_steps must be >= 0, got {n_steps}")
         q = np.asarray(q, dtype=float)
-        step = np.ascontiguousarray(np.broadcast_to(np.asarray(step_size, dtype=float),
-                                                    q.shape))
+        # always a new writable C array: a read-only view (broadcast_to of a (d,) step) is
+        # another Numba type, compiled again in the middle of a run (1.3 s on first use)
+        step = np.empty(q.shape)
+        step[...] = step_size
         if self._omega_t is None:
             self._omega_t = np.ascontiguousarray(self.features.omega.T)
         return rff_leapfrog(q, np.asarray(p, dtype=float), self._omega_t, self.features.phase,
