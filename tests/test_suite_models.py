@@ -48,6 +48,20 @@ def test_model_builds_and_matches_its_reference(name):
         assert ref.meta["max_rhat"] <= 1.01 and ref.meta["min_ess_bulk"] >= 1000
 
 
+def test_centred_eight_schools_chain_is_not_frozen_by_the_laplace_start():
+    """On the centred eight schools the Laplace start's optimiser ran into the funnel's neck
+    (tau ~ 1e-5) and its Hessian gave log(tau) a standard deviation of 1e-94: every step
+    of ours then kept tau constant to the last digit for the whole run (R-hat NaN, ESS 0).
+    Now the spike is detected, the user is warned and the warm-up starts from the initial
+    point: tau moves.  (With the old rule this test fails: no warning, tau constant.)"""
+    with MODELS["eight-schools-c"].factory():
+        step = RandomWalkStep()
+        with pytest.warns(UserWarning, match="no usable mode"):
+            idata = pm.sample(draws=200, tune=300, chains=1, cores=1, step=step, **SAMPLE_KW)
+    tau = idata.posterior["tau"].values.ravel()
+    assert tau.std() > 0.1 * tau.mean() and tau.min() > 1e-3, (tau.min(), tau.std())
+
+
 def test_metadata_marks_flower_multimodal_and_the_expensive_models():
     assert [n for n, s in MODELS.items() if s.multimodal] == ["flower"]
     assert {n for n, s in MODELS.items() if not s.cheap} == {"lotka-volterra", "gp-glass"}

@@ -111,6 +111,25 @@ def test_laplace_start_recovers_a_gaussian(scales):
     assert res.n_evals > 0
 
 
+def test_laplace_start_rejects_a_spike():
+    """A curvature no statistical model has (marginal sd below 1e-10 (1 + |mode|); on the
+    centred eight schools the optimiser ran into the funnel's neck and the finite-difference
+    Hessian gave 1e-94) is no mode to start a chain at: ``cov`` is None and ``degenerate``
+    names the coordinate.  A sharp but ordinary Gaussian (relative sds 2e-10 and 5e-10 of
+    ``1 + |mode|``) is kept.  (The chain-level check is in ``test_suite_models.py``.)"""
+    mean = np.array([1e3, -2.0])
+    for sd, spike in [((2e-7, 1.5e-9), False), ((1.0, 1e-11), True), ((1e-9, 1.0), True)]:
+        sd = np.array(sd)
+        res = laplace_start(lambda x, sd=sd: -0.5 * np.sum(((x - mean) / sd) ** 2),
+                            mean + sd, 2000)
+        if spike:
+            i = int(np.argmin(sd / (1.0 + np.abs(mean))))
+            assert res.cov is None and f"coordinate {i}" in res.degenerate, (sd, res)
+        else:
+            assert res.cov is not None and not res.degenerate, (sd, res)
+            np.testing.assert_allclose(np.sqrt(np.diag(res.cov)), sd, rtol=1e-2)
+
+
 def test_laplace_start_outside_support_and_flat_direction():
     res = laplace_start(lambda x: -np.inf, np.zeros(2), 100)
     assert res.cov is None

@@ -521,6 +521,13 @@ class BaseKernelStep(ArrayStepShared):
     def _laplace(self, x: np.ndarray) -> int:
         w = self._warm
         res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1))
+        if res.degenerate:
+            warnings.warn(
+                f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
+                f"mode ({res.degenerate}; the log density may grow without bound there, as "
+                "in a centred hierarchical model's funnel); the warm-up starts from the "
+                "initial point instead.  A non-centred parameterisation usually helps.",
+                UserWarning, stacklevel=2)
         if res.cov is None:
             return res.n_evals
         mode = self._round(res.mode)
