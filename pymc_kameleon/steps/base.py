@@ -409,7 +409,7 @@ class BaseKernelStep(ArrayStepShared):
         log_accept = float(logp_new - state.logp + proposal.log_correction)
         if not math.isfinite(logp_new) or math.isnan(log_accept):
             log_accept = -math.inf
-        accept_prob = math.exp(min(log_accept, 0.0))
+        accept_prob = float(np.exp(min(log_accept, 0.0)))
         u = self.rng.random()  # the same stream as uniform(), a quarter of its cost
         if (math.log(u) if u > 0.0 else -math.inf) < log_accept:
             w.x, w.logp = x_new, logp_new
