@@ -305,11 +305,22 @@ def test_default_iterations_follow_the_surrogate_in_use_and_freeze(gauss9):
 
 @pytest.mark.parametrize("n_steps", [1, 4])
 def test_user_iterations_are_respected(gauss9, n_steps):
-    # a user's n_steps holds in the warm-up, the random-walk phase and with a surrogate
-    make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
-    idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 600 // n_steps)
-    tuning, draws, surrogate = _iteration_counts(idata)
-    assert surrogate[-1] == 1 and np.any(surrogate == 0)
-    both = np.concatenate([tuning, draws])
-    assert np.all(both <= n_steps) and np.all(tuning[:20] == n_steps)
-    assert step.n_steps == n_steps
+    """A user's n_steps holds in the warm-up, the random-walk phase and with a surrogate.
+
+    Whether the lite surrogate takes over within this budget depends on the chain: measured
+    (2026-11-24, an AVX-512 machine, PyMC 5.28.5) at seeds 0-5 it was in use at the end of
+    tuning for 4 of 6 (n_steps 1) and 3 of 6 (n_steps 4), and the chains differ between
+    machines (other rounding in the linear algebra): one seed, passing on one machine,
+    failed on another.  So n_steps is checked on six chains, and at least one of them must
+    have run with the surrogate (all six without it: about 0.4 % at these rates)."""
+    with_surrogate = 0
+    for seed in range(6):
+        make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
+        idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 600 // n_steps,
+                                           seed=seed)
+        tuning, draws, surrogate = _iteration_counts(idata)
+        with_surrogate += bool(surrogate[-1] == 1 and np.any(surrogate == 0))
+        both = np.concatenate([tuning, draws])
+        assert np.all(both <= n_steps) and np.all(tuning[:20] == n_steps)
+        assert step.n_steps == n_steps
+    assert with_surrogate >= 1

