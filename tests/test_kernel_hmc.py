@@ -313,9 +313,9 @@ def test_user_iterations_are_respected(gauss9, n_steps):
     machines (other rounding in the linear algebra): one seed, passing on one machine,
     failed on another.  So n_steps is checked on six chains, and at least one of them must
     have run with the surrogate (all six without it: about 0.4 % at these rates)."""
+    make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
     with_surrogate = 0
     for seed in range(6):
-        make = partial(KernelHMCStep, surrogate="lite", warmup_draws=20, n_steps=n_steps)
         idata, step = _sample_keeping_step(gauss9, make, draws=30, tune=20 + 600 // n_steps,
                                            seed=seed)
         tuning, draws, surrogate = _iteration_counts(idata)

@@ -168,7 +168,15 @@ def laplace_start(
         steps = 0.1 * steps
         H = finite_difference_hessian(neg, mode, f_mode, steps)
     cov = _covariance_from_hessian(H)
-    if cov is not None:  # badly scaled targets: L-BFGS stops early; finish with Newton steps
+    if cov is not None:  # a spike is rejected before Newton steps are taken with its cov
+        sd = np.sqrt(np.diag(cov))
+        spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
+        if spike.size:
+            i = int(spike[0])
+            return LaplaceStart(
+                mode=mode, logp=-f_mode, cov=None, n_evals=count[0],
+                degenerate=f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}")
+        # badly scaled targets: L-BFGS stops early; finish with Newton steps
         for _ in range(3):
             grad = np.array([(neg(mode + h * e) - neg(mode - h * e)) / (2 * h)
                              for h, e in zip(steps, np.eye(mode.size), strict=True)])
@@ -177,12 +185,4 @@ def laplace_start(
             if not f_new < f_mode:
                 break
             mode, f_mode = candidate, f_new
-    if cov is not None:
-        sd = np.sqrt(np.diag(cov))
-        spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
-        if spike.size:
-            i = int(spike[0])
-            return LaplaceStart(
-                mode=mode, logp=-f_mode, cov=None, n_evals=count[0],
-                degenerate=f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}")
     return LaplaceStart(mode=mode, logp=-f_mode, cov=cov, n_evals=count[0])

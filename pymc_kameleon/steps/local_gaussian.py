@@ -204,9 +204,8 @@ class LocalGaussianStep(BaseKernelStep):
         return MultivariateNormal(y, L)
 
     def _factor(self, gram: np.ndarray | None, scale: float,
-                gamma: float | None = None) -> tuple[np.ndarray, float]:
-        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram`` (``gamma``:
-        the one in use unless given).
+                gamma: float) -> tuple[np.ndarray, float]:
+        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram``.
 
         Compiled when Numba is available; a matrix the plain factorisation rejects goes to
         :func:`~pymc_kameleon.math.linalg.safe_cholesky` (jitter), which raises ``ValueError``
@@ -215,7 +214,7 @@ class LocalGaussianStep(BaseKernelStep):
         """
         if gram is None:  # the random walk N(y, gamma^2 I); scale may still be NaN
             gram, scale = self._zero_gram, 0.0
-        gamma2 = (self.gamma if gamma is None else gamma) ** 2
+        gamma2 = gamma**2
         L, half_logdet, ok = gaussian_factor(gram, gamma2, scale)
         if not ok:
             cov = gamma2 * np.eye(gram.shape[0]) + scale * gram
