@@ -22,8 +22,8 @@ def test_synthetic_quick_mode_writes_table_and_plots(tmp_path):
         assert r["ess"] > 0 and 0 <= r["coverage"] <= 1
     by_key = {r["sampler"]: r for r in results}
     # honest counts: ours d = 2 per draw (plus the start and the Laplace start, about 40
-    # evaluations over 120 draws), 2 per coordinate for Metropolis
-    assert 2.0 < by_key["fkamh"]["evals_per_iteration"] < 2.6
+    # evaluations, and the 50 of its check over 120 draws), 2 per coordinate for Metropolis
+    assert 2.5 < by_key["fkamh"]["evals_per_iteration"] < 3.0
     assert by_key["metropolis"]["evals_per_iteration"] == pytest.approx(4.0, abs=0.05)
     assert by_key["demz"]["evals_per_iteration"] == pytest.approx(2.0, abs=0.05)
 

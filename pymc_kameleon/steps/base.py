@@ -147,6 +147,10 @@ class BaseKernelStep(ArrayStepShared):
         Start the warm-up from a gradient-free Laplace approximation (mode by L-BFGS on
         finite differences, inverse finite-difference Hessian).  Default: when the log
         density is deterministic (never with likelihood estimators) and ``d <= 100``.
+        The Gaussian is used only where it describes the target (a spike, or a mode in
+        the neck of a hierarchical model's funnel, is not used: see
+        :func:`~pymc_kameleon.adaptation.laplace.laplace_start`); the warm-up then starts
+        at the initial point.
     model : pymc.Model, optional
         Taken from the context if not given.
     rng : RandomGenerator, optional
