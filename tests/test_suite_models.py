@@ -65,9 +65,10 @@ def test_centred_eight_schools_chain_is_not_frozen_by_the_laplace_start():
 def test_centred_radon_warmup_does_not_start_in_the_funnels_neck():
     """The centred radon model's joint mode lies in the neck (sigma_a small, intercepts
     pulled together); the Laplace Gaussian there misses the posterior (sd of its log
-    importance weights 55-860) and is not used.  With it, the warm-up never left the neck:
-    seeds 3-5, RandomWalkStep, tune 1000, smallest posterior sd 0.000-0.020 of the
-    reference's and a mean 2.1 reference sds off; now 0.78-0.87 and 0.25-0.36."""
+    importance weights 55-860, bound sqrt(24)) and is not used.  With it, the warm-up
+    never left the neck: seeds 3-5, RandomWalkStep, tune 1000, smallest posterior sd
+    0.000-0.020 of the reference's and a mean 2.1 reference sds off; now 0.78-0.87 and
+    0.25-0.36."""
     spec = MODELS["radon"]
     model = spec.factory()
     names, _ = free_var_labels(model)
