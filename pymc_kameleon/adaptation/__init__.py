@@ -8,6 +8,10 @@
   noise-free anchor, so that an acceptance rate capped by likelihood-estimator noise cannot
   drive it to zero.
 
+The numerics of the warm-up shared by every step live in :mod:`.warmup` (whitening map,
+windows, regularised covariances, the acceptance ceiling of a noisy log density) and
+:mod:`.laplace` (the Laplace start and the importance-sampling check of its Gaussian).
+
 All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 

@@ -19,12 +19,12 @@ meaningless); the step checks that the log density is deterministic.
 
 References
 ----------
-.. [1] Nocedal, J., Wright, S. J. (2006). Numerical Optimization, 2nd ed., Springer:
-   Section 7.2 (L-BFGS) and Section 8.1 (finite-difference derivatives and Hessians).
-.. [2] Byrd, R. H., Lu, P., Nocedal, J., Zhu, C. (1995). A limited memory algorithm for
-   bound constrained optimization. SIAM Journal on Scientific Computing 16(5).
-.. [3] Owen, A. B. (2013). Monte Carlo theory, methods and examples, Chapter 9.3
-   (importance sampling diagnostics: effective sample size of the weights).
+- Nocedal, J., Wright, S. J. (2006). Numerical Optimization, 2nd ed., Springer:
+  Section 7.2 (L-BFGS) and Section 8.1 (finite-difference derivatives and Hessians).
+- Byrd, R. H., Lu, P., Nocedal, J., Zhu, C. (1995). A limited memory algorithm for
+  bound constrained optimization. SIAM Journal on Scientific Computing 16(5).
+- Owen, A. B. (2013). Monte Carlo theory, methods and examples, Chapter 9.3
+  (importance sampling diagnostics: effective sample size of the weights).
 """
 
 from __future__ import annotations

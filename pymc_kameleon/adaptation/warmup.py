@@ -19,15 +19,15 @@ between iterations while tuning and is frozen afterwards.
 
 References
 ----------
-.. [1] Stan Development Team. Stan Reference Manual, "HMC algorithm parameters: automatic
-   parameter tuning" (adaptation windows).
-.. [2] Haario, H., Saksman, E., Tamminen, J. (2001). An adaptive Metropolis algorithm.
-   Bernoulli 7(2), 223-242.
-.. [3] Ledoit, O., Wolf, M. (2004). A well-conditioned estimator for large-dimensional
-   covariance matrices. Journal of Multivariate Analysis 88(2), 365-411 (shrinkage).
-.. [4] Sherlock, C., Thiery, A. H., Roberts, G. O., Rosenthal, J. S. (2015). On the
-   efficiency of pseudo-marginal random walk Metropolis algorithms. Annals of Statistics
-   43(1), 238-275 (acceptance rates under estimator noise).
+- Stan Development Team. Stan Reference Manual, "HMC algorithm parameters: automatic
+  parameter tuning" (adaptation windows).
+- Haario, H., Saksman, E., Tamminen, J. (2001). An adaptive Metropolis algorithm.
+  Bernoulli 7(2), 223-242.
+- Ledoit, O., Wolf, M. (2004). A well-conditioned estimator for large-dimensional
+  covariance matrices. Journal of Multivariate Analysis 88(2), 365-411 (shrinkage).
+- Sherlock, C., Thiery, A. H., Roberts, G. O., Rosenthal, J. S. (2015). On the
+  efficiency of pseudo-marginal random walk Metropolis algorithms. Annals of Statistics
+  43(1), 238-275 (acceptance rates under estimator noise).
 """
 
 from __future__ import annotations
