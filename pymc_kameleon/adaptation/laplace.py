@@ -10,9 +10,10 @@ The Gaussian is used only if it describes the target around the mode: the log im
 weights ``log p(x) - log q(x)`` of draws ``x`` from it must have a standard deviation of at
 most ``sqrt(d)``, i.e. at most 1 per coordinate (the variances of independent coordinates
 add up: a Gaussian that is good in each of 80 coordinates, e.g. of a Dirichlet posterior,
-still has an sd of about 5).  On a hierarchical model the joint mode lies in the neck of the funnel
-(small group scale, group effects pulled together), far from the posterior mass; a chain
-started there with the neck's covariance does not get out within pm.sample's tuning.
+still has an sd of about 5).  On a hierarchical model the joint mode lies in the neck of
+the funnel (small group scale, group effects pulled together), far from the posterior mass;
+a chain started there with the neck's covariance does not get out within pm.sample's
+tuning.
 
 It must not be used with likelihood estimators (finite differences of a noisy function are
 meaningless); the step checks that the log density is deterministic.
@@ -37,7 +38,7 @@ from scipy.optimize import minimize
 
 from ..math.linalg import safe_cholesky
 
-__all__ = ["LaplaceStart", "finite_difference_hessian", "laplace_start", "laplace_mismatch"]
+__all__ = ["LaplaceStart", "finite_difference_hessian", "laplace_mismatch", "laplace_start"]
 
 _BIG = 1e300
 # a marginal standard deviation below this times (1 + |mode_i|) is a spike, not a mode: no
@@ -134,12 +135,13 @@ def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
 
 
 def laplace_mismatch(
-    logp: Callable[[np.ndarray], float], mode: np.ndarray, logp_mode: float, cov: np.ndarray,
+    logp: Callable[[np.ndarray], float], mode: np.ndarray, cov: np.ndarray,
     n_draws: int = _CHECK_DRAWS, rng: np.random.Generator | None = None,
 ) -> float:
     """Standard deviation of the log importance weights ``log p(x) - log q(x)`` of ``n_draws``
     draws ``x`` from the Gaussian ``q = N(mode, cov)`` (``inf`` if a draw has no finite log
-    density).  0 when ``p`` is that Gaussian (up to a constant); ``e^{-s^2}`` is about the
+    density).  ``logp`` may be unnormalised: a constant does not change the spread.  0 when
+    ``p`` is that Gaussian (up to a constant); ``e^{-s^2}`` is about the
     importance-sampling effective sample size per draw when the weights are log-normal.
 
     The draws come from ``rng`` (default: a fixed seed, so that the result is a function of
@@ -151,9 +153,9 @@ def laplace_mismatch(
     >>> cov = np.array([[2.0, 0.3], [0.3, 0.5]])
     >>> P = np.linalg.inv(cov)
     >>> gauss = lambda x: 7.0 - 0.5 * x @ P @ x
-    >>> float(round(laplace_mismatch(gauss, np.zeros(2), 7.0, cov), 12))
+    >>> float(round(laplace_mismatch(gauss, np.zeros(2), cov), 12))
     0.0
-    >>> laplace_mismatch(gauss, np.zeros(2), 7.0, 0.25 * cov) > 1.0  # too narrow
+    >>> laplace_mismatch(gauss, np.zeros(2), 0.25 * cov) > 1.0  # too narrow
     True
     """
     rng = np.random.default_rng(_CHECK_SEED) if rng is None else rng
@@ -249,7 +251,7 @@ def laplace_start(
             value = neg(x)
             return -value if value < _BIG else -np.inf
 
-        mismatch = laplace_mismatch(pos, mode, -f_mode, cov)
+        mismatch = laplace_mismatch(pos, mode, cov)
         usable = mismatch <= _MISMATCH * np.sqrt(mode.size)
         return LaplaceStart(mode=mode, logp=-f_mode, n_evals=count[0], mismatch=mismatch,
                             cov=cov if usable else None)
