@@ -34,6 +34,10 @@ class NoKineticEnergy(KernelHMCStep):
         (dict(bandwidth=0.0), "bandwidth"),
         (dict(lam=-1.0), "lam"),
         (dict(target_accept=0.0), "target"),
+        (dict(surrogate="lite", ard=True), "ard"),
+        (dict(bandwidth=1.0, ard=True), "ard"),
+        (dict(random_walk_fraction=1.5), "random_walk_fraction"),
+        (dict(random_walk_fraction=-0.1), "random_walk_fraction"),
     ],
 )
 def test_invalid_parameters(gauss, kwargs, match):
@@ -56,10 +60,47 @@ def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
     assert np.all(warm.n_leapfrog[0, 201:400:2] >= 10)  # the candidate's trajectories
     assert np.all(warm.surrogate.values[0, 400:] == code)
     n_steps = idata.sample_stats.n_leapfrog.values
-    assert n_steps.min() >= 10 and n_steps.max() <= 50 and np.unique(n_steps).size > 10
+    # after tuning, about a tenth of the iterations are the random walk (one step)
+    walk = n_steps == 1
+    assert 0.02 <= walk.mean() <= 0.25
+    trajectories = n_steps[~walk]
+    assert trajectories.min() >= 10 and trajectories.max() <= 50
+    assert np.unique(trajectories).size > 10
     bw = idata.sample_stats.bandwidth.values
     assert np.all(bw == bw[0, 0]) and bw[0, 0] > 0
     assert np.all(idata.sample_stats.sigma.values == 2 * bw**2)
+
+
+def test_per_coordinate_lengths_default(gauss):
+    with gauss:
+        assert KernelHMCStep()._ard  # finite, d <= 32, no bandwidth given
+        assert not KernelHMCStep(surrogate="lite")._ard
+        assert not KernelHMCStep(bandwidth=2.0)._ard
+        assert not KernelHMCStep(ard=False)._ard
+
+
+def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
+    make = partial(KernelHMCStep, n_steps=1, warmup_draws=1, rng=3)
+    with gauss:
+        step, flat = make(), make(ard=False)
+    for s in (step, flat):
+        point = gauss.initial_point()
+        for _ in range(500):
+            point, _ = s.step(point)
+    a = step._adapt
+    assert a.estimator is not None and a.lengths is not None
+    np.testing.assert_allclose(np.exp(np.mean(np.log(a.lengths))), 1.0)
+    np.testing.assert_array_equal(a.estimator.features.lengths, a.lengths)
+    assert flat._adapt.lengths is None and flat._adapt.estimator.features.lengths is None
+
+
+def test_random_walk_fraction_one_is_the_tuned_walk_after_tuning(gauss):
+    make = partial(KernelHMCStep, n_steps=1, warmup_draws=1, random_walk_fraction=1.0)
+    idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
+    assert np.all(idata.sample_stats.n_leapfrog.values == 1)
+    assert np.all(idata.sample_stats.surrogate.values == 2)  # the surrogate stays in use
+    # while tuning the mixture is off: the trajectories of the surrogate in use
+    assert np.all(idata.warmup_sample_stats.n_leapfrog.values[0, 400:] >= 10)
 
 
 def test_finite_surrogate_learns_from_the_whole_tuning_history(gauss):

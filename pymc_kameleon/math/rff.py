@@ -10,7 +10,10 @@ For ``k(x, y) = exp(-||x - y||^2 / (2 s^2))`` Bochner's theorem gives frequencie
 
 Both satisfy ``E[phi(x) . phi(y)] = k(x, y)``.  The frequencies are stored as standard normal
 draws ``omega0`` and divided by the bandwidth, so changing the bandwidth rescales the same
-random basis instead of drawing a new one.
+random basis instead of drawing a new one.  Optional relative *lengths* ``l`` (one per
+coordinate) give the anisotropic (automatic relevance determination) kernel
+``exp(-sum_i (x_i - y_i)^2 / (2 s^2 l_i^2))``: column ``i`` of ``omega0`` is divided by
+``s l_i``.
 
 The standard normal draws ``omega0`` can be
 
@@ -120,6 +123,9 @@ class RandomFourierFeatures:
     embedding : {"sincos", "phase"}
         ``n_features = 2 n_freq`` sine/cosine pairs, or ``n_features = n_freq`` phased
         cosines.
+    lengths : ndarray, shape (d,), optional
+        Relative per-coordinate lengths ``l`` (the bandwidth of coordinate ``i`` is
+        ``s l_i``); ``None`` is the isotropic kernel (all ones).
 
     References
     ----------
@@ -145,6 +151,7 @@ class RandomFourierFeatures:
     phase: np.ndarray  # (n_freq,), zeros for "sincos"
     bandwidth: float
     embedding: Embedding
+    lengths: np.ndarray | None = None  # (d,), relative per-coordinate lengths
 
     @classmethod
     def draw(
@@ -187,13 +194,24 @@ class RandomFourierFeatures:
         return cls(omega0, phase, float(bandwidth), embedding)
 
     def with_bandwidth(self, bandwidth: float) -> RandomFourierFeatures:
-        """The same random basis for another bandwidth."""
+        """The same random basis for another bandwidth (the lengths are kept)."""
         return replace(self, bandwidth=float(bandwidth))
+
+    def with_lengths(self, lengths: np.ndarray | None) -> RandomFourierFeatures:
+        """The same random basis with other relative per-coordinate lengths."""
+        if lengths is not None:
+            lengths = np.array(lengths, dtype=float)
+            if lengths.shape != (self.dim,) or not np.all(np.isfinite(lengths) & (lengths > 0)):
+                raise ValueError(f"lengths must be {self.dim} positive numbers, got {lengths!r}")
+        return replace(self, lengths=lengths)
 
     @cached_property
     def omega(self) -> np.ndarray:
-        """Frequencies ``omega_j = omega0_j / s``, shape ``(n_freq, d)`` (computed once)."""
-        return self.omega0 / self.bandwidth
+        """Frequencies ``omega_j = omega0_j / (s l)``, shape ``(n_freq, d)`` (computed
+        once)."""
+        if self.lengths is None:
+            return self.omega0 / self.bandwidth
+        return self.omega0 / (self.bandwidth * self.lengths)
 
     @property
     def n_features(self) -> int:
