@@ -77,6 +77,9 @@ def test_per_coordinate_lengths_default(gauss):
         assert not KernelHMCStep(surrogate="lite")._ard
         assert not KernelHMCStep(bandwidth=2.0)._ard
         assert not KernelHMCStep(ard=False)._ard
+    with pm.Model():
+        pm.Normal("x")
+        assert not KernelHMCStep()._ard  # one coordinate: its length is the bandwidth
 
 
 def test_lengths_are_searched_and_used_by_the_surrogate(gauss):

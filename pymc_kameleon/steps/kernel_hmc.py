@@ -238,9 +238,9 @@ class KernelHMCStep(BaseKernelStep):
         cross-validation, see above).
     ard : bool, optional
         Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
-        Default: on for the finite surrogate when ``d <= 32`` and no ``bandwidth`` is given
-        (the search scores about ``4 d`` configurations per cross-validation, 0.5-2 s at
-        ``d = 8..32``).  The ``bandwidth`` stat is then the overall scale ``s`` (the
+        Default: on for the finite surrogate when ``2 <= d <= 32`` and no ``bandwidth`` is
+        given (the search scores about ``4 d`` configurations per cross-validation, 0.5-2 s
+        at ``d = 8..32``).  The ``bandwidth`` stat is then the overall scale ``s`` (the
         bandwidth of coordinate ``i`` is ``s l_i``, geometric mean of ``l`` 1).
     random_walk_fraction : float, default 0.1
         Probability, per iteration after tuning, of a random-walk iteration with the step
@@ -371,7 +371,7 @@ class KernelHMCStep(BaseKernelStep):
         if self.ard is not None:
             return self.ard
         return (self.surrogate == "finite" and self.fixed_bandwidth is None
-                and self.dim <= _ARD_MAX_DIM)
+                and 2 <= self.dim <= _ARD_MAX_DIM)  # in 1-d a length is the bandwidth
 
     def _default_n_steps(self) -> int:
         # an HMC trajectory on a surrogate moves further per evaluation than a random-walk
