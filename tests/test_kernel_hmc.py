@@ -97,26 +97,6 @@ def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
     assert flat._adapt.lengths is None and flat._adapt.estimator.features.lengths is None
 
 
-def test_a_search_that_found_nothing_is_not_repeated(gauss, monkeypatch):
-    import pymc_kameleon.steps.kernel_hmc as kh
-
-    calls = []
-    search = kh.search_lengths
-    monkeypatch.setattr(kh, "search_lengths", lambda *a, **k: calls.append(1) or search(*a, **k))
-    with gauss:
-        step = KernelHMCStep(n_steps=1, warmup_draws=1, rng=3)
-    point = gauss.initial_point()
-    for _ in range(300):  # past the first cross-validation (kernel iteration 200)
-        point, _ = step.step(point)
-    assert len(calls) == 1
-    a = step._adapt
-    a.cv_lengths = np.ones(2)  # as if the search had kept the kernel isotropic
-    s, lam, lengths = step._cross_validate(2.0)
-    assert len(calls) == 1 and lengths is None and s > 0 and lam > 0
-    a.cv_lengths = np.array([2.0, 0.5])  # it had found something: searched again
-    assert step._cross_validate(2.0)[2] is not None and len(calls) == 2
-
-
 def test_random_walk_fraction_one_is_the_tuned_walk_after_tuning(gauss):
     make = partial(KernelHMCStep, n_steps=1, warmup_draws=1, random_walk_fraction=1.0)
     idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
