@@ -48,8 +48,10 @@ _CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around 
 # gained < 5 % of the held-out loss spared 0.3-1.4 s per cross-validation on eight-schools-nc
 # and scales, but on the 8-d banana the first searches (on the random-walk phase's history)
 # can find nothing or the wrong lengths, and ESS per 1000 evaluations over seeds 1-9 went
-# from median 37 to 12.
-_ARD_MAX_DIM = 32
+# from median 37 to 12.  The cost grows like d^2 (4 d configurations, each O(d)): at d = 24
+# (radon, radon-nc) the suite's wall time per 4 chains went 24 -> 47 s and 23 -> 50 s with
+# no gain in ESS (0.15 -> 0.14, 1.6 -> 1.2 per 1000 evaluations), hence the bound.
+_ARD_MAX_DIM = 16
 
 
 @dataclass
@@ -243,9 +245,9 @@ class KernelHMCStep(BaseKernelStep):
         cross-validation, see above).
     ard : bool, optional
         Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
-        Default: on for the finite surrogate when ``2 <= d <= 32`` and no ``bandwidth`` is
-        given (the search scores about ``4 d`` configurations per cross-validation, 0.5-2 s
-        at ``d = 8..32``).  The ``bandwidth`` stat is then the overall scale ``s`` (the
+        Default: on for the finite surrogate when ``2 <= d <= 16`` and no ``bandwidth`` is
+        given (the search scores about ``4 d`` configurations per cross-validation, 0.5-0.7 s
+        at ``d = 8..16``, 1.4 s at ``d = 32``).  The ``bandwidth`` stat is then the overall scale ``s`` (the
         bandwidth of coordinate ``i`` is ``s l_i``, geometric mean of ``l`` 1).
     random_walk_fraction : float, default 0.1
         Probability, per iteration after tuning, of a random-walk iteration with the step
