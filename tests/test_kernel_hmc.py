@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import pymc as pm
 import pytest
-from checks import banana_check, sample
+from checks import banana_check, moment_zscores, sample
 
 from pymc_kameleon import KernelHMCStep
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
@@ -73,7 +73,7 @@ def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
 
 def test_per_coordinate_lengths_default(gauss):
     with gauss:
-        assert KernelHMCStep()._ard  # finite, d <= 32, no bandwidth given
+        assert KernelHMCStep()._ard  # finite, 2 <= d <= 16, no bandwidth given
         assert not KernelHMCStep(surrogate="lite")._ard
         assert not KernelHMCStep(bandwidth=2.0)._ard
         assert not KernelHMCStep(ard=False)._ard
@@ -393,8 +393,6 @@ class _DriftingWalk(KernelHMCStep):
 
 
 def _walk_mixture_zscores(model, cls):
-    from checks import moment_zscores
-
     make = partial(cls, random_walk_fraction=0.5)
     idata = sample(model, make, draws=2000, tune=1000, chains=2, seed=5)
     x = idata.posterior["x"].values

@@ -88,8 +88,8 @@ def search_lengths(
     2. Up to ``n_sweeps`` coordinate-descent sweeps at the best bandwidth ``s``: each
        coordinate's length is halved, else doubled, when that lowers the best loss over
        the best ``lam`` and its two grid neighbours; a sweep that changes nothing ends the
-       search.  Every coordinate's
-       bandwidth ``s l_i`` stays within ``[min(bandwidths) / 4, max(bandwidths)]``.
+       search.  Every coordinate's bandwidth ``s l_i`` stays within
+       ``[min(bandwidths) / 4, max(bandwidths)]``.
     3. The lengths are normalised to geometric mean 1 (the bandwidth absorbs the factor:
        the same kernel) and the grid is searched again with that bandwidth added, so the
        result is never worse than the sweeps' best.
@@ -132,16 +132,16 @@ def search_lengths(
     lengths = np.ones(d) if lengths is None else np.array(lengths, dtype=float)
     count = 0
 
-    def score(ls: np.ndarray, grid: Sequence[float], lam_grid: np.ndarray = lam_grid):
+    def score(ls: np.ndarray, grid: Sequence[float], lams: np.ndarray):
         nonlocal count
         count += len(grid)
         basis = features.with_lengths(ls)
-        return cross_validate(X, grid, lam_grid,
+        return cross_validate(X, grid, lams,
                               lambda s, lam: FiniteScoreEstimator(basis.with_bandwidth(s), lam),
                               n_folds=n_folds, shuffle=False)
 
     lo, hi = _LOWER * float(np.min(bandwidths)), float(np.max(bandwidths))
-    start = score(lengths, bandwidths)
+    start = score(lengths, bandwidths, lam_grid)
     s, best = start.best_bandwidth, start.best_loss
     # the sweeps score the best lambda and its grid neighbours only (half the Cholesky solves)
     j = int(np.argmin(np.abs(lam_grid - start.best_lam)))
@@ -162,6 +162,6 @@ def search_lengths(
             break
     gm = float(np.exp(np.mean(np.log(lengths))))
     lengths = lengths / gm
-    final = score(lengths, [*bandwidths, s * gm])
+    final = score(lengths, [*bandwidths, s * gm], lam_grid)
     return LengthSearch(lengths, final.best_bandwidth, final.best_lam, final.best_loss,
                         start.best_loss, count)

@@ -601,7 +601,8 @@ class KernelHMCStep(BaseKernelStep):
             )
         s, lam, lengths = self.fixed_bandwidth, self.fixed_lam, a.lengths
         tune_hyper = tune_hyper or a.estimator is None
-        if (s is None or lam is None or self._ard) and tune_hyper:
+        # (with ard the bandwidth is never fixed: s is None and the lengths are searched too)
+        if (s is None or lam is None) and tune_hyper:
             with threadpool_limits(limits=1):  # small dense algebra: threads only contend
                 s, lam, lengths = self._cross_validate(s_med)
         s = s if s is not None else a.bandwidth
