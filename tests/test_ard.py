@@ -102,3 +102,21 @@ def test_search_starts_from_given_lengths_and_stops_when_nothing_changes(banana_
     assert again.loss <= res.loss + 1e-12
     # a converged start costs the grid, at most two sweeps, and the final grid
     assert again.n_evaluated <= 2 * len(grid) + 1 + 2 * 2 * X.shape[1]
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_min_bandwidth_bounds_every_coordinate(banana_search, warm):
+    # a sampler's bandwidth floor (e.g. kernel HMC's against a pseudo-marginal history
+    # collapsed on a lucky estimate) holds per coordinate, also from warm-started lengths
+    # that undercut it
+    X, base, grid, lams, res = banana_search
+    unbounded = float(np.min(res.lengths * res.bandwidth))
+    floor = 1.5 * unbounded  # binds: the unbounded search went below it
+    assert floor > grid.min() / 4.0
+    bounded = search_lengths(X, base, grid, lams, lengths=res.lengths if warm else None,
+                             min_bandwidth=floor)
+    assert np.min(bounded.lengths * bounded.bandwidth) >= floor * (1 - 1e-9)
+    assert np.isclose(np.exp(np.mean(np.log(bounded.lengths))), 1.0)
+    # still an anisotropic kernel that beats the isotropic one, the curved coordinate shortest
+    assert bounded.loss < res.isotropic_loss - 1.0
+    assert bounded.lengths[0] == bounded.lengths.min()

@@ -8,6 +8,7 @@ import pytest
 from checks import banana_check, moment_zscores, sample
 
 from pymc_kameleon import KernelHMCStep
+from pymc_kameleon.math.ard import search_lengths
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.steps.base import Proposal
@@ -95,6 +96,29 @@ def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
     np.testing.assert_allclose(np.exp(np.mean(np.log(a.lengths))), 1.0)
     np.testing.assert_array_equal(a.estimator.features.lengths, a.lengths)
     assert flat._adapt.lengths is None and flat._adapt.estimator.features.lengths is None
+
+
+def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
+    # every length search gets the floor of the bandwidth search (0.125 sqrt(2 d), against
+    # pseudo-marginal histories collapsed on a lucky estimate), and what it returns keeps it
+    import pymc_kameleon.steps.kernel_hmc as khmc
+
+    floors = []
+
+    def spy(*args, **kwargs):
+        floors.append(kwargs["min_bandwidth"])
+        return search_lengths(*args, **kwargs)
+
+    monkeypatch.setattr(khmc, "search_lengths", spy)
+    with gauss:
+        step = KernelHMCStep(n_steps=1, warmup_draws=1, rng=3)
+    point = gauss.initial_point()
+    for _ in range(500):
+        point, _ = step.step(point)
+    floor = 0.125 * np.sqrt(2.0 * step.dim)
+    assert floors and np.allclose(floors, floor)
+    a = step._adapt
+    assert np.min(a.lengths * a.bandwidth) >= floor * (1 - 1e-9)
 
 
 def test_random_walk_fraction_one_is_the_tuned_walk_after_tuning(gauss):

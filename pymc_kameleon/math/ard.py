@@ -81,6 +81,7 @@ def search_lengths(
     lengths: np.ndarray | None = None,
     n_sweeps: int = 2,
     n_folds: int = 5,
+    min_bandwidth: float = 0.0,
 ) -> LengthSearch:
     """Bandwidth, regularisation and per-coordinate lengths of a finite surrogate.
 
@@ -89,7 +90,9 @@ def search_lengths(
        coordinate's length is halved, else doubled, when that lowers the best loss over
        the best ``lam`` and its two grid neighbours; a sweep that changes nothing ends the
        search.  Every coordinate's bandwidth ``s l_i`` stays within
-       ``[min(bandwidths) / 4, max(bandwidths)]``.
+       ``[max(min(bandwidths) / 4, min_bandwidth), max(bandwidths)]``.  Grid bandwidths
+       that would take a coordinate below ``min_bandwidth`` are left out of every search
+       (if that leaves none, the starting lengths below the floor are raised to it).
     3. The lengths are normalised to geometric mean 1 (the bandwidth absorbs the factor:
        the same kernel) and the grid is searched again with that bandwidth added, so the
        result is never worse than the sweeps' best.
@@ -109,6 +112,9 @@ def search_lengths(
         Starting lengths (e.g. the last search's); default all ones.
     n_sweeps : int, default 2
     n_folds : int, default 5
+    min_bandwidth : float, default 0
+        Absolute floor of every coordinate's bandwidth ``s l_i`` (a sampler's bandwidth
+        floor, e.g. against a history collapsed on a lucky likelihood estimate).
 
     Returns
     -------
@@ -130,6 +136,7 @@ def search_lengths(
     d = X.shape[1]
     lam_grid = np.asarray(lams, dtype=float)
     lengths = np.ones(d) if lengths is None else np.array(lengths, dtype=float)
+    floor = float(min_bandwidth) * (1.0 - 1e-12)  # (rounding of lengths at the floor)
     count = 0
 
     def score(ls: np.ndarray, grid: Sequence[float], lams: np.ndarray):
@@ -140,8 +147,15 @@ def search_lengths(
                               lambda s, lam: FiniteScoreEstimator(basis.with_bandwidth(s), lam),
                               n_folds=n_folds, shuffle=False)
 
-    lo, hi = _LOWER * float(np.min(bandwidths)), float(np.max(bandwidths))
-    start = score(lengths, bandwidths, lam_grid)
+    lo = max(_LOWER * float(np.min(bandwidths)), float(min_bandwidth))
+    hi = float(np.max(bandwidths))
+    # the grid's bandwidths that keep every coordinate above the floor with these lengths;
+    # if none does (warm-started lengths too short for this grid), the short lengths are raised
+    grid = [b for b in bandwidths if b * float(np.min(lengths)) >= floor]
+    if not grid:
+        grid = list(bandwidths)
+        lengths = np.maximum(lengths, float(min_bandwidth) / float(np.min(grid)))
+    start = score(lengths, grid, lam_grid)
     s, best = start.best_bandwidth, start.best_loss
     # the sweeps score the best lambda and its grid neighbours only (half the Cholesky solves)
     j = int(np.argmin(np.abs(lam_grid - start.best_lam)))
@@ -162,6 +176,8 @@ def search_lengths(
             break
     gm = float(np.exp(np.mean(np.log(lengths))))
     lengths = lengths / gm
-    final = score(lengths, [*bandwidths, s * gm], lam_grid)
+    # s gm keeps every s l_i >= lo; a smaller grid bandwidth may take one below the floor
+    grid = [b for b in bandwidths if b * float(np.min(lengths)) >= floor]
+    final = score(lengths, [*grid, s * gm], lam_grid)
     return LengthSearch(lengths, final.best_bandwidth, final.best_lam, final.best_loss,
                         start.best_loss, count)

@@ -160,7 +160,9 @@ class KernelHMCStep(BaseKernelStep):
       the median pairwise distance of the whitened posterior; lite searches from there up,
       finite from half of it; a user's ``bandwidth`` is kept as given): a pseudo-marginal
       chain stuck at a lucky estimate leaves a history far narrower than the posterior, and
-      a surrogate with bumps that narrow traps the chain.
+      a surrogate with bumps that narrow traps the chain.  With per-coordinate lengths
+      (``ard``) no coordinate's bandwidth goes below the smallest of that search
+      (``0.125 sqrt(2 d)``) either.
     * A refit does not take over at once: the new surrogate and its step size are on
       trial, proposing every other tuning iteration (its step size adapted on its own
       iterations).  Its first 50 iterations warm up its step size (which starts from a
@@ -594,7 +596,7 @@ class KernelHMCStep(BaseKernelStep):
         s_med = median_heuristic(X)
         if distinct_rows(X).shape[0] < _MIN_DISTINCT or s_med <= 0:
             return  # degenerate history: keep the random walk until it spreads out
-        s_med = max(s_med, _MIN_BANDWIDTH * np.sqrt(2.0 * self.dim))
+        s_med = max(s_med, self._min_bandwidth())
         if self.surrogate == "finite" and a.base_features is None:
             a.base_features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, 1.0, self.rng, "phase"
@@ -656,6 +658,10 @@ class KernelHMCStep(BaseKernelStep):
                 break
         return eps
 
+    def _min_bandwidth(self) -> float:
+        """Floor of the centre of the bandwidth search (see ``_MIN_BANDWIDTH``)."""
+        return _MIN_BANDWIDTH * float(np.sqrt(2.0 * self.dim))
+
     def _cross_validate(self, s_med: float) -> tuple[float, float, np.ndarray | None]:
         # Blocked cross-validation on distinct points in chain order: with random folds, the
         # copies (rejections) and neighbours of a held-out point of an autocorrelated chain
@@ -678,7 +684,8 @@ class KernelHMCStep(BaseKernelStep):
         if self._ard:  # bandwidth, lambda and per-coordinate lengths, from the last lengths
             # two sweeps from isotropic lengths, then one from the last lengths
             res = search_lengths(X, a.base_features, bandwidths, lams, lengths=a.cv_lengths,
-                                 n_sweeps=2 if a.cv_lengths is None else 1)
+                                 n_sweeps=2 if a.cv_lengths is None else 1,
+                                 min_bandwidth=factors[0] * self._min_bandwidth())
             a.cv_lengths = res.lengths
             a.cv_index = int(np.argmin(np.abs(np.log(s_med * factors / res.bandwidth))))
             return res.bandwidth, res.lam, res.lengths
