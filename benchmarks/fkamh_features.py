@@ -18,7 +18,9 @@ iteration; ``--jsonl`` appends the per-chain metrics to a file.  Variants:
   ``fkamh-d400-halton`` (the defaults for d = 8);
 * ``...-restart`` appended: the feature moments restart at every bandwidth refresh
   (``bandwidth_tolerance = 0``, the rule before the fix); ``fkamh-d200-gaussian-restart``
-  is ``FastKameleonStep`` as it was before the fix.
+  is ``FastKameleonStep`` as it was before the fix;
+* ``...-tt<x>`` appended: ``trace_tolerance=x`` (e.g. ``fkamh-d400-halton-tt0``: the whole
+  feature covariance, no truncation).
 
 The results are on ``docs/benchmarks/fkamh_features.md``.
 """
@@ -53,10 +55,14 @@ def register(key: str) -> str:
         factory = FastKameleonStep
     elif key.startswith("fkamh-d"):
         n_features, frequencies, *rest = key[len("fkamh-d"):].split("-")
-        cls = _Restarting if rest == ["restart"] else FastKameleonStep
+        cls = _Restarting if "restart" in rest else FastKameleonStep
+        tolerances = [r for r in rest if r.startswith("tt")]
+        if set(rest) - {"restart", *tolerances} or len(tolerances) > 1:
+            raise ValueError(f"unknown variant {key!r}")
+        kwargs = {"trace_tolerance": float(tolerances[0][2:])} if tolerances else {}
 
-        def factory(n=int(n_features), f=frequencies, cls=cls):
-            return cls(n_features=n, frequencies=f)
+        def factory(n=int(n_features), f=frequencies, cls=cls, kwargs=kwargs):
+            return cls(n_features=n, frequencies=f, **kwargs)
     else:
         raise ValueError(f"unknown variant {key!r}")
     SAMPLERS[key] = SamplerSpec(key, key, factory, ours=True)
