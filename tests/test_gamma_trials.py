@@ -77,6 +77,33 @@ def test_cached_proposal_follows_a_change_of_gamma(gauss, cls):
     assert len(seen) == len(step.gamma_candidates)  # checked under every candidate
 
 
+@pytest.mark.parametrize("cls", STEPS)
+def test_gamma_steps_down_when_the_adaptive_scale_is_at_its_floor(gauss, cls):
+    """While tuning, a scale at its lower bound (the adaptive part gone, the acceptance still
+    below the target: gamma's walk alone too wide) moves gamma to the next smaller
+    candidate; a scale above it does not."""
+    with gauss:
+        step = cls(gamma=(0.05, 30.0), warmup_draws=10, n_steps=2, rng=5)
+    point = gauss.initial_point()
+    for _ in range(400):  # the warm-up and the trials (120 draws)
+        point, _ = step.step(point)
+    a = step._adapt  # (a new state when the warm-up ends)
+    assert a.gammas.done
+    a.gammas.index = 1  # the wide candidate in use
+    for _ in range(5):
+        point, _ = step.step(point)
+    assert step.gamma == 30.0 and a.scalers[1].value > a.scalers[1].lower
+    a.scalers[1].value = a.scalers[1].lower
+    point, _ = step.step(point)  # rejections (gamma 30 in whitened units) keep it there
+    point, _ = step.step(point)
+    assert step.gamma == 0.05
+    step.stop_tuning()
+    a.scalers[0].value = a.scalers[0].lower
+    for _ in range(3):  # never after tuning
+        point, _ = step.step(point)
+    assert step.gamma == 0.05 and a.scalers[0].value == a.scalers[0].lower
+
+
 @pytest.fixture(scope="module")
 def gauss6():
     """6-d Gaussian with unequal scales and correlation (whitened by the warm-up)."""

@@ -62,6 +62,18 @@ def test_cut_short_keeps_the_best_scored_or_the_one_in_use():
     assert sel.choose() == 0.5 and sel.done
 
 
+def test_step_down_after_the_trials():
+    sel = TrialSelection((0.3, 1.0, 0.1), block=1, rounds=2)
+    assert not sel.step_down()  # trials running: nothing to step down from
+    _run(sel, {0.1: 1.0, 0.3: 2.0, 1.0: 3.0})
+    assert sel.value == 1.0
+    assert sel.step_down() and sel.value == 0.3  # the largest below, in any order
+    assert not sel.next_draw() and sel.value == 0.3  # stays there
+    assert sel.step_down() and sel.value == 0.1
+    assert not sel.step_down() and sel.value == 0.1  # the smallest: nowhere to go
+    assert not TrialSelection((0.5,)).step_down()
+
+
 def test_one_candidate_is_fixed_and_noise_free_of_nan():
     sel = TrialSelection((0.3,))
     assert sel.done and sel.trial_draws == 0 and sel.value == 0.3

@@ -121,6 +121,22 @@ class TrialSelection:
             self.index = (self.draw // self.block) % len(self.values)
         return self.index != before
 
+    def step_down(self) -> bool:
+        """After the trials, switch to the largest candidate below the one in use (if any);
+        return whether the value in use changed.
+
+        For the kameleon proposals: a ``gamma`` whose isotropic walk alone is accepted less
+        often than the target drives the adaptive part's scale down to its lower bound, and
+        the proposal degenerates to that walk; the caller then steps down.
+        """
+        if not self.done:
+            return False
+        smaller = [i for i, v in enumerate(self.values) if v < self.value]
+        if not smaller:
+            return False
+        self.index = max(smaller, key=lambda i: self.values[i])
+        return True
+
     def choose(self) -> float:
         """End the trials: keep the best-scoring candidate (the one in use if none was
         scored) and return it."""

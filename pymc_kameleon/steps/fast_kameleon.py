@@ -197,7 +197,8 @@ class FastKameleonStep(LocalGaussianStep):
         as independent ones with ``D = 800``.
     gamma : float or sequence of float, optional
         Standard deviation of the isotropic exploration term, in whitened units; default:
-        chosen by trials while tuning, each candidate with its own ``eta^2``, as for
+        chosen by trials while tuning, each candidate with its own ``eta^2``, and stepped
+        down when ``eta^2`` reaches its lower bound, as for
         :class:`~pymc_kameleon.KameleonStep`.
     eta2 : float, optional
         Initial ``eta^2``; default ``(2.38^2 / (2 d)) * 4 s^4``.

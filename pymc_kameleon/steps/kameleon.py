@@ -79,7 +79,11 @@ class KameleonStep(LocalGaussianStep):
         (:class:`~pymc_kameleon.adaptation.TrialSelection`).  The best value depends on
         the target: near-Gaussian posteriors need a large one (the kernel part hardly
         moves the chain radially), a thin curved one a small one; measurements on
-        ``docs/benchmarks/kamh_gamma.md``.  The stat ``gamma`` reports the value in use.
+        ``docs/benchmarks/kamh_gamma.md``.  For the rest of tuning, whenever ``nu^2``
+        reaches its lower bound (``1e-4`` of its start: the acceptance stays below the
+        target however small the kernel part), ``gamma`` moves to the next smaller
+        candidate: its walk alone is too wide for the target.  The stat ``gamma`` reports
+        the value in use.
     nu2 : float, optional
         Initial ``nu^2``.  Default: ``(2.38^2 / (2 d)) s^4 / n``, which makes the adaptive
         part about the optimal random-walk covariance on a Gaussian target.

@@ -18,7 +18,8 @@ positive semi-definite "adaptive part" learned from the chain history and ``scal
   (never after tuning: the last tuned proposal is the one that samples);
 * the choice of ``gamma`` among a few candidates by trials while tuning
   (:class:`~pymc_kameleon.adaptation.TrialSelection`: round-robin blocks of draws, expected
-  squared jump distance per iteration), each candidate with its own adapted scale.
+  squared jump distance per iteration), each candidate with its own adapted scale; after
+  the trials, a scale at its lower bound moves ``gamma`` to the next smaller candidate.
 
 Everything runs in the whitened coordinates of the step base, so ``gamma`` is relative to
 the posterior scale learned in the warm-up.
@@ -286,8 +287,12 @@ class LocalGaussianStep(BaseKernelStep):
         a = self._adapt
         if self.adapt_scale and a.active and np.isfinite(mean_accept):
             # the scale of the candidate that ran the last draw
-            a.scalers[a.gammas.index].update(mean_accept,
-                                             target=self._accept_target(self.target_accept))
+            scaler = a.scalers[a.gammas.index]
+            scaler.update(mean_accept, target=self._accept_target(self.target_accept))
+            if scaler.value <= scaler.lower * (1.0 + 1e-9):
+                # the adaptive part is gone (its scale at the lower bound, 1e-4 of its start)
+                # and the acceptance still below the target: gamma's walk alone is too wide
+                a.gammas.step_down()
         a.gammas.next_draw()
         if a.t >= a.next_refresh:
             self._refresh()
