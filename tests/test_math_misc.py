@@ -114,6 +114,19 @@ def test_robbins_monro_reaches_target_acceptance():
     assert rm.value == pytest.approx(-np.log(0.234), rel=0.1)
 
 
+def test_robbins_monro_at_floor():
+    rm = RobbinsMonro(initial=1.0, target=0.5, lower=0.5)
+    assert not rm.at_floor
+    for _ in range(50):
+        rm.update(0.0)
+    assert rm.value == 0.5 and rm.at_floor
+    rm.rescale(3.0)  # a new natural scale moves value and bound together
+    assert rm.at_floor
+    rm.update(1.0)
+    assert not rm.at_floor
+    assert not RobbinsMonro(initial=1e-300, target=0.5).at_floor  # no lower bound
+
+
 def test_robbins_monro_validation():
     with pytest.raises(ValueError):
         RobbinsMonro(initial=-1.0, target=0.2)

@@ -83,6 +83,12 @@ class RobbinsMonro:
     def log_value(self) -> float:
         return float(np.log(self.value))
 
+    @property
+    def at_floor(self) -> bool:
+        """Whether the scale sits on its lower bound (the target acceptance was out of reach
+        however small the scale; never with ``lower = 0``)."""
+        return bool(self.value <= self.lower * (1.0 + 1e-9))
+
     def rescale(self, factor: float) -> None:
         """Multiply the scale (and its bounds) by ``factor`` (e.g. a new natural scale)."""
         self.value *= float(factor)

@@ -147,11 +147,15 @@ def search_lengths(
                               lambda s, lam: FiniteScoreEstimator(basis.with_bandwidth(s), lam),
                               n_folds=n_folds, shuffle=False)
 
+    def above_floor(ls: np.ndarray) -> list[float]:
+        """The grid's bandwidths that keep every coordinate at or above the floor."""
+        return [b for b in bandwidths if b * float(np.min(ls)) >= floor]
+
     lo = max(_LOWER * float(np.min(bandwidths)), float(min_bandwidth))
     hi = float(np.max(bandwidths))
-    # the grid's bandwidths that keep every coordinate above the floor with these lengths;
-    # if none does (warm-started lengths too short for this grid), the short lengths are raised
-    grid = [b for b in bandwidths if b * float(np.min(lengths)) >= floor]
+    # if no grid bandwidth keeps the floor (warm-started lengths too short for this grid),
+    # the short lengths are raised
+    grid = above_floor(lengths)
     if not grid:
         grid = list(bandwidths)
         lengths = np.maximum(lengths, float(min_bandwidth) / float(np.min(grid)))
@@ -177,7 +181,6 @@ def search_lengths(
     gm = float(np.exp(np.mean(np.log(lengths))))
     lengths = lengths / gm
     # s gm keeps every s l_i >= lo; a smaller grid bandwidth may take one below the floor
-    grid = [b for b in bandwidths if b * float(np.min(lengths)) >= floor]
-    final = score(lengths, [*grid, s * gm], lam_grid)
+    final = score(lengths, [*above_floor(lengths), s * gm], lam_grid)
     return LengthSearch(lengths, final.best_bandwidth, final.best_lam, final.best_loss,
                         start.best_loss, count)

@@ -289,7 +289,7 @@ class LocalGaussianStep(BaseKernelStep):
             # the scale of the candidate that ran the last draw
             scaler = a.scalers[a.gammas.index]
             scaler.update(mean_accept, target=self._accept_target(self.target_accept))
-            if scaler.value <= scaler.lower * (1.0 + 1e-9):
+            if scaler.at_floor:
                 # the adaptive part is gone (its scale at the lower bound, 1e-4 of its start)
                 # and the acceptance still below the target: gamma's walk alone is too wide
                 a.gammas.step_down()
