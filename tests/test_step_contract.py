@@ -139,6 +139,38 @@ def test_sampling_state_round_trip(gauss, sampler):
         np.testing.assert_array_equal(p2["x"], run1[i])
 
 
+def test_every_draw_starts_at_the_current_point_in_whitened_coordinates(gauss, sampler):
+    """The whitened position kept from the last draw (no triangular solve per draw) is the
+    current point's under the current map: through warm-up window ends (new map), the
+    switch to the kernel phase, a point changed from outside and a restored state."""
+    with gauss:
+        step = sampler(rng=5, warmup_draws=40)
+    mh, firsts = step._mh, []
+
+    def checked_mh(state, proposal):
+        if not firsts[-1]:
+            w = step._warm
+            expected = w.precond.to_u(w.x)
+            np.testing.assert_allclose(state.position, expected, rtol=0, atol=1e-9)
+            firsts[-1] = True
+        return mh(state, proposal)
+
+    step._mh = checked_mh
+
+    def run(point, n):
+        for _ in range(n):
+            firsts.append(False)
+            point, _ = step.step(point)
+        return point
+
+    point = run(gauss.initial_point(), 60)  # windows end at draws 6, 10, 18, 40
+    state = step.sampling_state
+    point = run({"x": point["x"] + 0.5}, 3)  # moved from outside: a new position
+    step.sampling_state = state
+    run(point, 3)
+    assert sum(firsts) == len(firsts) == 66
+
+
 def test_reset_tuning_restores_initial_adaptation(gauss, sampler):
     with gauss:
         step = sampler(rng=1)

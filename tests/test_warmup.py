@@ -208,6 +208,8 @@ def test_point_key_and_shared_estimate():
     p2 = {"b": np.array(2.0, dtype=np.float32), "a": np.array([1.0])}
     assert point_key(p1) == point_key(p2)
     assert point_key(p1) != point_key({**p1, "a": np.array([1.0 + 1e-15])})
+    assert point_key(p1) != point_key({**p1, "b": np.array(2.0)})  # the dtype counts
+    assert point_key(p1) != point_key({"a": p1["a"], "c": p1["b"]})  # and the names
     store = SharedEstimate()
     assert store.get(point_key(p1)) is None
     store.put(point_key(p1), -3.5)
