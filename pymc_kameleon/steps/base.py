@@ -121,9 +121,6 @@ class WarmupState:
     noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
     accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
-    # whitened position of x under precond, kept from the end of the last draw (None:
-    # recompute; set to None wherever x or precond change outside the draw's iterations)
-    u: np.ndarray | None = None
 
 
 class BaseKernelStep(ArrayStepShared):
@@ -356,9 +353,7 @@ class BaseKernelStep(ArrayStepShared):
         evals = self._sync(q0, point)
         if self.tune:
             self._tuning_draw_start()
-        # the triangular solve cost 14 us per draw; the last draw's u is exact for its x
-        u = w.u if w.u is not None else w.precond.to_u(w.x)
-        w.u = None  # until the draw completes
+        u = w.precond.to_u(w.x)
         state = ChainState(u, w.logp)
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
@@ -398,7 +393,6 @@ class BaseKernelStep(ArrayStepShared):
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
-        w.u = state.position
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         self._remember(new, point)
         return new, [stats]
@@ -473,7 +467,7 @@ class BaseKernelStep(ArrayStepShared):
         if w.x is None:
             return self._start_chain(x, key, point, stored)
         # another step moved variables outside the block: one value for the new point
-        w.x, w.u = x, None
+        w.x = x
         if stored is not None:
             w.logp, w.key = stored, key
             return 0
@@ -509,7 +503,7 @@ class BaseKernelStep(ArrayStepShared):
             again, evals = self._logp(x), evals + 1
         if not np.isfinite(logp):
             self._raise_bad_start(x, point)
-        w.x, w.logp, w.key, w.u = x, logp, key, None
+        w.x, w.logp, w.key = x, logp, key
         cfg = self._warmup_config()
         if cfg["cov"] is None:
             w.precond = AffineMap.identity(self.dim)
@@ -545,7 +539,7 @@ class BaseKernelStep(ArrayStepShared):
         if np.isfinite(logp) and logp >= w.logp:
             w.x, w.logp = mode, logp
             w.key = b""  # the point changed; the store is updated at the end of the draw
-        w.precond, w.u = AffineMap.from_cov(w.x, res.cov), None
+        w.precond = AffineMap.from_cov(w.x, res.cov)
         w.prior_cov, w.prior_n, w.laplace = w.precond.cov, 20.0 * self.dim, True
         return res.n_evals + 1
 
@@ -626,7 +620,7 @@ class BaseKernelStep(ArrayStepShared):
         n_eff = w.window.n_moves / 2.0
         cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
         mean = w.window.mean if w.window.count else w.x
-        w.precond, w.u = AffineMap.from_cov(mean, cov), None
+        w.precond = AffineMap.from_cov(mean, cov)
         w.window = WindowMoments(d)
         w.window_index += 1
         w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
