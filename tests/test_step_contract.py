@@ -142,11 +142,8 @@ def test_sampling_state_round_trip(gauss, sampler):
 def test_every_draw_starts_at_the_current_point_in_whitened_coordinates(gauss, sampler):
     """A draw's first iteration starts at the current point under the current map: through
     warm-up window ends (new map), the switch to the kernel phase, a point changed from
-    outside and a restored state.  The solve is skipped when neither the position nor the
-    map were replaced since the last one (``WarmupState.whitened``); checking only one of
-    the two fails here.  (Keeping the draw's last whitened proposal instead passed this
-    test too, but differs from the solve in the last digits, which changed fixed-seed
-    banana tests.)"""
+    outside and a restored state.  (Skipping the solve, by keeping the last draw's position
+    or by an identity-keyed cache of the solve, was tried and reverted: see the changelog.)"""
     with gauss:
         step = sampler(rng=5, warmup_draws=40)
     mh, firsts = step._mh, []

@@ -121,23 +121,6 @@ class WarmupState:
     noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
     accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
-    # (x, precond, u): the whitened position last solved for, and the objects it belongs to
-    solved: tuple | None = None
-
-    def whitened(self) -> np.ndarray:
-        """``u`` of the current position under the current map.
-
-        Solved for again only when ``x`` or the map were replaced since the last solve
-        (identity decides; a draw without an accepted move keeps both), so the result is
-        always the solve's, to the last digit: a position kept from the draw's iterations
-        instead differs in the last digits, and fixed-seed tests noticed.
-        """
-        s = self.solved
-        if s is not None and s[0] is self.x and s[1] is self.precond:
-            return s[2]
-        u = self.precond.to_u(self.x)
-        self.solved = (self.x, self.precond, u)
-        return u
 
 
 class BaseKernelStep(ArrayStepShared):
@@ -370,7 +353,8 @@ class BaseKernelStep(ArrayStepShared):
         evals = self._sync(q0, point)
         if self.tune:
             self._tuning_draw_start()
-        state = ChainState(w.whitened(), w.logp)
+        u = w.precond.to_u(w.x)
+        state = ChainState(u, w.logp)
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
         n_steps = self.n_steps  # fixed within a draw
