@@ -236,6 +236,28 @@ def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
     assert a.candidate is not None or a.estimator is not None
 
 
+
+def test_a_surrogate_in_use_at_the_floor_of_its_step_size_band_is_dropped(gauss):
+    """The trial's consistency check holds under review too: a surrogate whose step size
+    sits on the floor of its band goes back to the walk even with a large ESJD."""
+    with gauss:
+        step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
+    point = gauss.initial_point()
+    for _ in range(420):  # the first refit (t = 200) takes over at t = 399
+        point, _ = step.step(point)
+    a = step._adapt
+    walk = a.walk
+    assert a.estimator is not None and walk is not None and not a.scaler.at_floor
+    a.n, a.jump = 50, 50 * 2.0 * a.walk_jump  # twice the walk's ESJD, off the floor: kept
+    step._review_surrogate()
+    assert a.estimator is not None and a.walk is walk
+    a.scaler.log_value = a.scaler.log_anchor + np.log(a.scaler.lower)  # on the floor
+    assert a.scaler.at_floor
+    a.n, a.jump = 50, 50 * 2.0 * a.walk_jump
+    step._review_surrogate()
+    assert a.estimator is None and a.scaler is walk and a.walk is None
+
+
 def test_a_refit_is_judged_after_its_step_size_warm_up(gauss):
     with gauss:
         step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
