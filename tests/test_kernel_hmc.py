@@ -213,14 +213,21 @@ def test_banana_moderate_finite_broken_variant_fails(banana):
     assert not (err < 0.06 and rhat < 1.1), (err, rhat)
 
 
-def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
-    """The surrogate in use stays under review while tuning: with an ESJD below half the
-    random walk's (as measured when it was replaced) the step goes back to that walk."""
+def _lite_step_after_takeover(gauss):
+    """A lite kernel HMC step whose first refit (t = 200) took over at t = 399, run to
+    t = 420; returns the step and its current point."""
     with gauss:
         step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
-    for _ in range(420):  # the first refit (t = 200) takes over at t = 399
+    for _ in range(420):
         point, _ = step.step(point)
+    return step, point
+
+
+def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
+    """The surrogate in use stays under review while tuning: with an ESJD below half the
+    random walk's (as measured when it was replaced) the step goes back to that walk."""
+    step, point = _lite_step_after_takeover(gauss)
     a = step._adapt
     assert a.estimator is not None and a.walk is not None and a.walk_jump > 0
     walk = a.walk
@@ -236,15 +243,10 @@ def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
     assert a.candidate is not None or a.estimator is not None
 
 
-
 def test_a_surrogate_in_use_at_the_floor_of_its_step_size_band_is_dropped(gauss):
     """The trial's consistency check holds under review too: a surrogate whose step size
     sits on the floor of its band goes back to the walk even with a large ESJD."""
-    with gauss:
-        step = KernelHMCStep(surrogate="lite", rng=4, n_steps=1, warmup_draws=1)
-    point = gauss.initial_point()
-    for _ in range(420):  # the first refit (t = 200) takes over at t = 399
-        point, _ = step.step(point)
+    step, _ = _lite_step_after_takeover(gauss)
     a = step._adapt
     walk = a.walk
     assert a.estimator is not None and walk is not None and not a.scaler.at_floor

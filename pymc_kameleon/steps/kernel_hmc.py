@@ -519,17 +519,20 @@ class KernelHMCStep(BaseKernelStep):
             return self._accept_target(k.scaler.target)
         return k.scaler.target * self._warm.noise.ceiling
 
+    def _floored(self, k) -> bool:
+        """Whether the step size of ``k`` (the candidate or the surrogate in use) sits on the
+        floor of its band while adapted: it did not reach the (noise-lowered) target even at
+        a tenth of the surrogate's own scale, so the surrogate's trajectories disagree with
+        the target, and rare long accepted jumps would flatter its ESJD."""
+        return self.adapt_step_size and k.scaler.at_floor
+
     def _settle_candidate(self) -> None:
         """A candidate checked on ``_MIN_CHECKED`` iterations takes over if it moved the chain
         at least as far (expected squared jump distance per iteration, Rao-Blackwellised
         over the acceptance) as the surrogate in use over the same period; otherwise it is
         dropped (e.g. a surrogate too poor in high dimension to beat the random walk)."""
         a, c = self._adapt, self._adapt.candidate
-        # a step size pushed to the floor of its band did not reach the (noise-lowered)
-        # target even at a tenth of the surrogate's own scale: the surrogate's trajectories
-        # disagree with the target, and rare long accepted jumps would flatter its ESJD
-        consistent = not (self.adapt_step_size and c.scaler.at_floor)
-        if consistent and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
+        if not self._floored(c) and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
             if isinstance(c.estimator, FiniteScoreEstimator):
                 self._flush_pending()
             if a.estimator is None:  # the random walk is replaced: keep it as the fallback
@@ -548,7 +551,7 @@ class KernelHMCStep(BaseKernelStep):
         a trial (without one, over its last ``_MIN_CHECKED`` iterations) its ESJD must stay
         at least ``_REVIEW_RATIO`` times the random walk's, as measured when the walk was
         replaced, and its step size off the floor of its band (the trial's consistency
-        check, see :meth:`_settle_candidate`); otherwise the step goes back to the random
+        check, :meth:`_floored`); otherwise the step goes back to the random
         walk and its step size (the next refit starts a new trial).  A trial of ~50
         iterations can be flattered by a few long accepted jumps while the new step size is
         still settling (80-d Dirichlet, lite: a refit at trial acceptance ~0.2 took over and
@@ -558,8 +561,7 @@ class KernelHMCStep(BaseKernelStep):
         barely moved: four chains ended with max R-hat 1.03-1.07 (seeds 1-5), 1.013-1.025
         with the floor checked here too."""
         a = self._adapt
-        at_floor = self.adapt_step_size and a.scaler.at_floor
-        if at_floor or a.jump / a.n < _REVIEW_RATIO * a.walk_jump:
+        if self._floored(a) or a.jump / a.n < _REVIEW_RATIO * a.walk_jump:
             if self.surrogate == "finite":
                 a.pending = []  # only surrogates learn online
             a.scaler, a.estimator, a.lengths = a.walk, None, None
