@@ -7,6 +7,7 @@ deliberately broken sampler (see the tests that use them).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import pytensor
 import pytest
 import xarray as xr
 from pymc.step_methods.compound import BlockedStep
+from pytensor.compile.mode import predefined_modes
 from scipy import stats
 
 from pymc_kameleon import (
@@ -35,10 +37,21 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 #: Covariance of the correlated 2-d Gaussian used by the ``gauss`` fixture (conftest.py).
 GAUSS_COV = np.array([[4.0, 1.8], [1.8, 1.0]])
 
-#: PyTensor compile modes that can run a Python Op (the likelihood estimator): Numba (PyTensor
-#: 3's default), the C virtual machine (PyTensor 2's default; needs a C compiler) and the
-#: Python virtual machine.
-BACKENDS = ["NUMBA", *(["CVM"] if pytensor.config.cxx else []), "FAST_COMPILE"]
+
+
+def _backends() -> list[str]:
+    """PyTensor compile modes that can run a Python Op (the likelihood estimator) here: Numba
+    (PyTensor 3's default; only when Numba is installed: PyTensor 2.31, the last release
+    for Python 3.10, does not require it), the C virtual machine (PyTensor 2's default; needs
+    a C compiler; PyTensor 2.31 calls it ``FAST_RUN``, later releases also ``CVM``) and the
+    Python virtual machine."""
+    modes = ["NUMBA"] if importlib.util.find_spec("numba") is not None else []
+    if pytensor.config.cxx:
+        modes.append("CVM" if "CVM" in predefined_modes else "FAST_RUN")
+    return [*modes, "FAST_COMPILE"]
+
+
+BACKENDS = _backends()
 
 #: PyMC 5 hands a chain its generator with ``set_rng``, PyMC 6 with ``setup_chain``; the step
 #: base reseeds the likelihood estimators in the hook PyMC calls.  Until the base implements
