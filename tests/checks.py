@@ -38,7 +38,6 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 GAUSS_COV = np.array([[4.0, 1.8], [1.8, 1.0]])
 
 
-
 def _backends() -> list[str]:
     """PyTensor compile modes that can run a Python Op (the likelihood estimator) here: Numba
     (PyTensor 3's default; only when Numba is installed: PyTensor 2.31, the last release
