@@ -5,8 +5,14 @@ import pytest
 from scipy.spatial.distance import pdist
 from scipy.stats import multivariate_normal
 
+import pymc_kameleon.math.kernels as kernels_module
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_gram, kamh_proposal
-from pymc_kameleon.math.kernels import gaussian_kernel, gaussian_kernel_grad, median_heuristic
+from pymc_kameleon.math.kernels import (
+    exact_median,
+    gaussian_kernel,
+    gaussian_kernel_grad,
+    median_heuristic,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +51,46 @@ def test_median_heuristic_ignores_duplicates():
     assert median_heuristic(Z) == pytest.approx(np.median(pdist(distinct)))
     assert median_heuristic(np.ones((10, 2))) == 0.0
     assert median_heuristic(np.ones((1, 2))) == 0.0
+
+
+def _median_arrays():
+    """Arrays of every kind the median heuristic can meet, and some it cannot."""
+    rng = np.random.default_rng(3)
+    yield pdist(rng.normal(size=(500, 10)))  # 124750 values: even
+    yield pdist(rng.standard_t(3, size=(301, 4)) * [1e-3, 1.0, 10.0, 1e3])  # 45150
+    yield pdist(np.sort(rng.normal(size=(400, 2)), axis=0))  # structured order
+    yield np.round(rng.normal(size=9001), 1)  # odd, heavy ties
+    yield np.repeat(rng.normal(size=3), 3001)  # three values
+    yield rng.exponential(size=5000)  # small stride
+    yield rng.normal(size=4095)  # below the bracketing size
+    x = rng.standard_cauchy(size=20000)
+    x[[5, 17]] = np.inf, -np.inf
+    yield x
+    x = rng.normal(size=20000)
+    x[1234] = np.nan
+    yield x
+
+
+def test_exact_median_is_numpys_median_to_the_last_bit():
+    for x in _median_arrays():
+        expected = np.median(x)
+        got = exact_median(x)
+        assert isinstance(got, float)
+        assert got == expected or (np.isnan(expected) and np.isnan(got)), (x.size, got)
+
+
+def test_exact_median_brackets_without_sorting_all_and_falls_back_when_it_misses(
+    monkeypatch,
+):
+    x = pdist(np.random.default_rng(4).normal(size=(500, 10)))
+    calls = []
+    real_median = np.median
+    monkeypatch.setattr(kernels_module.np, "median", lambda a: calls.append(1) or real_median(a))
+    assert exact_median(x) == real_median(x)
+    assert not calls  # the bracket held: no full selection
+    monkeypatch.setattr(kernels_module, "_BRACKET_MARGIN", 0)  # a bracket of one value
+    assert exact_median(x) == real_median(x)
+    assert calls  # missed, fell back, same number
 
 
 def test_gram_equals_brute_force_centred_product(history):

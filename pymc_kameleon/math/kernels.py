@@ -13,7 +13,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist, pdist
 
-__all__ = ["distinct_rows", "gaussian_kernel", "gaussian_kernel_grad", "median_heuristic"]
+__all__ = [
+    "distinct_rows",
+    "exact_median",
+    "gaussian_kernel",
+    "gaussian_kernel_grad",
+    "median_heuristic",
+]
 
 
 def gaussian_kernel(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> np.ndarray:
@@ -151,5 +157,63 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
         Z = Z[:max_points]
     if Z.shape[0] < 2:
         return 0.0
-    s = float(np.median(pdist(Z)))
+    s = exact_median(pdist(Z))
     return s if np.isfinite(s) else 0.0
+
+
+# below this size np.median's full selection is cheap enough; above it the bracketing pays
+_BRACKET_MIN_SIZE = 4096
+# size of the strided sample whose order statistics bracket the middle ranks, and the
+# half-width of the bracket in sample ranks (wide enough that pairwise distances of a chain's
+# points almost never fall back: none in 2000 random draws of such arrays)
+_BRACKET_SAMPLE = 4096
+_BRACKET_MARGIN = 200
+
+
+def exact_median(x: np.ndarray) -> float:
+    """``float(np.median(x))`` of a 1-d array, the same number, faster for large arrays.
+
+    The median heuristic selects the middle of ``n (n - 1) / 2`` pairwise distances at every
+    bandwidth refresh; NumPy's selection on all of them (``np.partition``) took 1.2 ms of a
+    refresh at ``n = 500`` (4.4 ms at 1000), more than the distances themselves.  Here the
+    order statistics of an evenly strided sample of about 4000 values bracket the middle
+    ranks, one vectorised pass counts the values below the bracket and keeps those in it,
+    and only those few are partitioned.  Order statistics are exact, and the two middle
+    values are averaged as ``np.median`` does (``(a + b) / 2``), so the result is the same
+    floating-point number; when the bracket misses a middle rank, or the array holds NaN,
+    it falls back to ``np.median`` itself.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n,)
+
+    Returns
+    -------
+    float
+        ``np.median(x)`` (NaN for an empty array or one holding NaN).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).exponential(size=10_001)
+    >>> exact_median(x) == float(np.median(x))
+    True
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    n = x.size
+    if n < _BRACKET_MIN_SIZE:
+        return float(np.median(x))
+    k_lo, k_hi = (n - 1) // 2, n // 2  # the middle ranks (equal for odd n)
+    sample = np.sort(x[:: n // _BRACKET_SAMPLE])
+    mid = sample.size // 2
+    lo = sample[max(mid - _BRACKET_MARGIN, 0)]
+    hi = sample[min(mid + _BRACKET_MARGIN, sample.size - 1)]
+    n_below = int(np.count_nonzero(x < lo))
+    inside = x[(x >= lo) & (x <= hi)]
+    n_above = int(np.count_nonzero(x > hi))
+    if (n_below + inside.size + n_above != n  # NaN somewhere (or lo > hi: NaN in the sample)
+            or not n_below <= k_lo <= k_hi < n_below + inside.size):
+        return float(np.median(x))
+    j_lo, j_hi = k_lo - n_below, k_hi - n_below
+    part = np.partition(inside, [j_lo, j_hi])
+    return float((part[j_lo] + part[j_hi]) / 2.0)
