@@ -84,6 +84,24 @@ def test_user_nu2_is_the_initial_scale_and_fixed_means_fixed(gauss):
     assert np.all(idata.sample_stats.scaling.values == 0.123)
 
 
+@pytest.mark.parametrize("bandwidth", [None, 1.0])
+def test_a_refresh_on_one_repeated_point_builds_no_kernel(gauss, bandwidth):
+    """A history of one point (every proposal rejected) has no kernel to build, with the
+    median heuristic (zero median distance) or a fixed bandwidth (checked separately); two
+    distinct points are enough for either."""
+    with gauss:
+        step = KameleonStep(rng=0, bandwidth=bandwidth)
+    a = step._adapt
+    for _ in range(5):
+        a.reservoir.add(np.array([0.5, -1.0]), step.rng)
+    step._refresh()
+    assert not a.active and a.Zt is None
+    a.reservoir.add(np.array([0.5, -0.5]), step.rng)
+    step._refresh()
+    assert a.active and a.Zt.shape == (2, 6)
+    assert a.bandwidth == (bandwidth or 0.5)  # the one distance between distinct points
+
+
 @pytest.fixture(scope="module")
 def banana():
     return banana_model(dim=2, b=0.1, v=100.0)

@@ -181,7 +181,8 @@ class KameleonStep(LocalGaussianStep):
         a = self._adapt
         Z = a.reservoir.points
         s = self.fixed_bandwidth or median_heuristic(Z, max_points=_BANDWIDTH_POINTS)
-        if s <= 0 or len(distinct_rows(Z)) < 2:
+        # a positive median heuristic has seen two distinct points; a fixed bandwidth has not
+        if s <= 0 or (self.fixed_bandwidth and len(distinct_rows(Z)) < 2):
             return  # degenerate history: stay a random walk until it spreads out
         a.Zt = np.ascontiguousarray(Z.T)
         a.bandwidth = s
