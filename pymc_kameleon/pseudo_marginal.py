@@ -14,7 +14,8 @@ generator can be replaced after compilation (:func:`reseed_estimators`), saved a
 (:func:`estimator_states`, :func:`set_estimator_states`), also inside inner graphs
 (``OpFromGraph``, ``Scan``, ``Blockwise``; :func:`find_estimators`):
 
-* the C virtual machine (``mode="CVM"``, PyTensor 2's default) and the Python one
+* the C virtual machine (``mode="CVM"``, PyTensor 2's default; PyTensor 2.31, the release
+  pip gives Python 3.10, calls it ``"FAST_RUN"``) and the Python one
   (``"FAST_COMPILE"``) build one thunk per node through ``Op.make_thunk``, which runs
   ``perform``;
 * the Numba backend (PyTensor 3's default) compiles the whole graph into one function and
