@@ -12,7 +12,7 @@ import pytensor.tensor as pt
 import pytest
 from scipy import stats
 
-from benchmarks.suite import cli
+from benchmarks.suite import cli, runner
 from benchmarks.suite.analytic import gauss50_moments
 from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
 from benchmarks.suite.metrics import accuracy, diagnostics, stack_posterior
@@ -307,6 +307,25 @@ def test_failing_model_is_recorded_not_raised():
     spec = dataclasses.replace(MODELS["funnel"], factory=broken)
     run = run_one(spec, "rw", load_reference("funnel"), 10, 10, 1, 0)
     assert not run.ok and "boom" in run.error
+
+
+def test_the_process_is_warmed_up_before_the_first_run_is_timed(monkeypatch):
+    """The first compilation of a process is not charged to the first sampler: run_one
+    warms up before the model is built (no clock is asserted: the order of the calls)."""
+    calls = []
+    monkeypatch.setattr(runner, "warm_up", lambda: calls.append("warm up"))
+
+    def factory():
+        calls.append("model")
+        raise RuntimeError("stop here")
+
+    spec = dataclasses.replace(MODELS["funnel"], factory=factory)
+    run_one(spec, "rw", load_reference("funnel"), 10, 10, 1, 0)
+    assert calls == ["warm up", "model"]
+    monkeypatch.undo()
+    runner.warm_up()  # the real one: idempotent, and it leaves the flag set
+    assert runner._WARMED_UP
+    runner.warm_up()
 
 
 def test_default_steps_are_ours_with_defaults_and_pymcs():
