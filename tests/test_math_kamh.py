@@ -59,14 +59,14 @@ def _median_arrays():
     yield pdist(rng.normal(size=(500, 10)))  # 124750 values: even
     yield pdist(rng.standard_t(3, size=(301, 4)) * [1e-3, 1.0, 10.0, 1e3])  # 45150
     yield pdist(np.sort(rng.normal(size=(400, 2)), axis=0))  # structured order
-    yield np.round(rng.normal(size=9001), 1)  # odd, heavy ties
-    yield np.repeat(rng.normal(size=3), 3001)  # three values
-    yield rng.exponential(size=5000)  # small stride
-    yield rng.normal(size=4095)  # below the bracketing size
-    x = rng.standard_cauchy(size=20000)
+    yield np.round(rng.normal(size=90001), 1)  # odd, heavy ties
+    yield np.repeat(rng.normal(size=3), 30001)  # three values
+    yield rng.exponential(size=40000)  # a stride of 9
+    yield rng.normal(size=29999)  # below the bracketing size
+    x = rng.standard_cauchy(size=60000)
     x[[5, 17]] = np.inf, -np.inf
     yield x
-    x = rng.normal(size=20000)
+    x = rng.normal(size=60000)
     x[1234] = np.nan
     yield x
 
