@@ -60,6 +60,7 @@ def _median_arrays():
     yield pdist(rng.standard_t(3, size=(301, 4)) * [1e-3, 1.0, 10.0, 1e3])  # 45150
     yield pdist(np.sort(rng.normal(size=(400, 2)), axis=0))  # structured order
     yield np.round(rng.normal(size=90001), 1)  # odd, heavy ties
+    yield np.full(30001, 1.5e308)  # odd: the middle value, not (a + a) / 2 = inf
     yield np.repeat(rng.normal(size=3), 30001)  # three values
     yield rng.exponential(size=40000)  # a stride of 9
     yield rng.normal(size=29999)  # below the bracketing size

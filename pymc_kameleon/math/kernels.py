@@ -187,6 +187,8 @@ def exact_median(x: np.ndarray) -> float:
     Parameters
     ----------
     x : ndarray, shape (n,)
+        Converted to float64 first (as pairwise distances are): the number returned is
+        ``np.median`` of the float64 array.
 
     Returns
     -------
@@ -216,5 +218,7 @@ def exact_median(x: np.ndarray) -> float:
             or not n_below <= k_lo <= k_hi < n_below + inside.size):
         return float(np.median(x))
     j_lo, j_hi = k_lo - n_below, k_hi - n_below
+    if j_lo == j_hi:  # odd n: the middle value itself (np.median's mean of one value)
+        return float(np.partition(inside, j_lo)[j_lo])
     part = np.partition(inside, [j_lo, j_hi])
     return float((part[j_lo] + part[j_hi]) / 2.0)
