@@ -5,7 +5,7 @@ Usage::
     python -m benchmarks.cost_per_step [--dims 2,8,10,32,100] [--iters 2000]
                                        [--out docs/benchmarks/cost_per_step.md]
                                        [--sample-dim 10] [--sample-budget 1000,1000]
-                                       [--sample-repeats 3]
+                                       [--sample-repeats 3] [--sample-steps LABELS]
 
 For each dimension ``d`` the model is the banana B(0.1, 100) of
 :func:`pymc_kameleon.models.banana_model` (a cheap PyTensor log density).  Each step is driven
@@ -20,10 +20,13 @@ PyTensor compilation, warm-up of the caches):
   after; their cost is per ``step.step`` call (one "iteration" each; Metropolis and Slice
   update every coordinate in it, Slice with a variable number of evaluations).
 
-Then, end to end, every step samples ``banana_model(--sample-dim)`` with ``pm.sample`` (one
-chain, tuning included, our steps at their defaults, PyMC's with ``d`` times the tune and
-draws, i.e. as many MH iterations): PyMC's ``sampling_time`` per MH iteration, as a ratio to
-DEMetropolisZ's.
+Then, end to end, every step samples ``banana_model(d)`` for each ``d`` of ``--sample-dim``
+(one or several, comma-separated) with ``pm.sample`` (one chain, tuning included, our steps
+at their defaults, PyMC's with ``d`` times the tune and draws, i.e. as many MH iterations):
+PyMC's ``sampling_time`` per chain and per MH iteration, as a ratio to DEMetropolisZ's.
+``--sample-steps`` restricts this part to some steps (labels as in the tables, e.g.
+``KameleonStep,RandomWalkStep``: PyMC's Slice at ``d = 100`` would take minutes), and
+``--dims ""`` skips the per-iteration part.
 
 The time is split into the log density (the compiled PyTensor function, measured per call and
 multiplied by the evaluations made, from the ``n_evals`` stat for our steps), the step's own
@@ -189,13 +192,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iters", type=int, default=2000,
                         help="MH iterations per timed block (at least 5 draws)")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/cost_per_step.md"))
-    parser.add_argument("--sample-dim", type=int, default=10,
-                        help="dimension of the end-to-end pm.sample comparison (0: skip it)")
+    parser.add_argument("--sample-dim", default="10",
+                        help="dimensions of the end-to-end pm.sample comparison, "
+                             "comma-separated (0 or empty: skip it)")
     parser.add_argument("--sample-budget", default="1000,1000", help="tune,draws of it")
     parser.add_argument("--sample-repeats", type=int, default=3,
                         help="runs per step of it (the median is reported)")
+    parser.add_argument("--sample-steps", default=None,
+                        help="labels of the steps of it, comma-separated (default: all)")
     args = parser.parse_args(argv)
-    dims = [int(d) for d in args.dims.split(",")]
+    dims = [int(d) for d in args.dims.split(",") if d.strip()]
+    sample_dims = [int(d) for d in args.sample_dim.split(",") if d.strip() and int(d) > 0]
+    labels = [label for label, _, _ in STEPS]
+    sample_steps = labels if args.sample_steps is None else [
+        v.strip() for v in args.sample_steps.split(",") if v.strip()]
+    unknown = sorted(set(sample_steps) - set(labels))
+    if unknown:
+        parser.error(f"unknown --sample-steps {unknown}; choose from {labels}")
     quiet_pymc()
     started = datetime.datetime.now().astimezone()
     load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -209,18 +222,21 @@ def main(argv: list[str] | None = None) -> None:
                 results[d].append((label, res))
                 print(d, f"{label:18s}", {k: _cell(v) for k, v in res.items()
                                           if isinstance(v, dict)}, flush=True)
-        sampled = []
-        if args.sample_dim:
-            tune, draws = (int(v) for v in args.sample_budget.split(","))
+        sampled: dict[int, list] = {}
+        tune, draws = (int(v) for v in args.sample_budget.split(","))
+        for d in sample_dims:
+            sampled[d] = []
             for label, cls, ours in STEPS:
+                if label not in sample_steps:
+                    continue
                 # PyMC's steps make one MH iteration per draw: d times the draws give them
                 # as many iterations as our steps make (n_steps = d), and a clock reading
                 # long enough to be stable (0.05 s at tune 1000 + draws 1000 was not)
-                k = 1 if ours else args.sample_dim
-                res = time_sample(cls, args.sample_dim, k * tune, k * draws, ours,
+                k = 1 if ours else d
+                res = time_sample(cls, d, k * tune, k * draws, ours,
                                   repeats=args.sample_repeats)
-                sampled.append((label, res))
-                print("pm.sample", f"{label:18s}", res, flush=True)
+                sampled[d].append((label, res))
+                print("pm.sample", d, f"{label:18s}", res, flush=True)
     packages = ("pymc", "pytensor", "numpy") + (("numba",) if HAVE_NUMBA else ())
     versions = ", ".join(f"{p} {version(p)}" for p in packages)
     lines = [
@@ -231,9 +247,11 @@ def main(argv: list[str] | None = None) -> None:
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (BLAS limited to 1 thread); "
         f"Python {platform.python_version()}, {versions}; compiled numerics: "
         f"{'Numba' if HAVE_NUMBA else 'NumPy fallback'}",
-        f"- command: `python -m benchmarks.cost_per_step --dims {args.dims} "
+        f"- command: `python -m benchmarks.cost_per_step --dims {args.dims or repr('')} "
         f"--iters {args.iters}` (end to end: `--sample-dim {args.sample_dim} "
-        f"--sample-budget {args.sample_budget} --sample-repeats {args.sample_repeats}`)",
+        f"--sample-budget {args.sample_budget} --sample-repeats {args.sample_repeats}"
+        + ("" if args.sample_steps is None else f" --sample-steps {args.sample_steps}")
+        + "`)",
         "",
         "Model `banana_model(d, b=0.1)` (PyTensor). Microseconds per MH iteration "
         "(our steps: per draw / `n_steps`; PyMC's: per `step.step` call), as "
@@ -251,23 +269,24 @@ def main(argv: list[str] | None = None) -> None:
             rank = "" if not res["rank"] else str(res["rank"])
             lines.append(f"| {label} | {res['n_steps']} | {_cell(res['tune early'])} | {late} "
                          f"| {_cell(res['draws'])} | {rank} |")
-    if sampled:
-        base = dict(sampled)["pm.DEMetropolisZ"]["us"]
-        lines += ["", f"## pm.sample end to end, d = {args.sample_dim}", "",
+    for d, rows in sampled.items():
+        base = dict(rows).get("pm.DEMetropolisZ", {}).get("us")
+        lines += ["", f"## pm.sample end to end, d = {d}", "",
                   f"`pm.sample(tune={tune}, draws={draws}, chains=1, cores=1)` on "
-                  f"`banana_model({args.sample_dim}, b=0.1)`, our steps at their defaults "
-                  f"(warm-up included), PyMC's with {args.sample_dim} times the tune and "
+                  f"`banana_model({d}, b=0.1)`, our steps at their defaults "
+                  f"(warm-up included), PyMC's with {d} times the tune and "
                   "draws (as many MH iterations), median of "
                   f"{args.sample_repeats} runs, "
-                  "PyMC's `sampling_time` per MH iteration (our steps: "
+                  "PyMC's `sampling_time` per chain and per MH iteration (our steps: "
                   "`n_steps` iterations per draw; PyMC's: one `step.step` call per draw). "
-                  "This includes what `pm.sample` adds per draw (trace, stats), which our steps "
-                  "share among their `n_steps` iterations.", "",
+                  "This includes the log density and what `pm.sample` adds per draw (trace, "
+                  "stats), which our steps share among their `n_steps` iterations.", "",
                   "| step | sampling s | MH iterations | us per iteration | / DEMetropolisZ |",
                   "|---|---|---|---|---|"]
-        for label, res in sampled:
+        for label, res in rows:
+            ratio = f"{res['us'] / base:.2f}" if base else "-"
             lines.append(f"| {label} | {res['seconds']:.2f} | {res['iterations']} | "
-                         f"{res['us']:.1f} | {res['us'] / base:.2f} |")
+                         f"{res['us']:.1f} | {ratio} |")
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

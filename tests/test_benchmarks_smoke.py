@@ -62,6 +62,21 @@ def test_logp_backend_break_even_lines():
     assert "CVM is ahead at any number of calls" in lines[1]
 
 
+def test_cost_per_step_end_to_end_for_several_dimensions_and_some_steps(tmp_path):
+    out = tmp_path / "cost.md"
+    cost_per_step.main(["--dims", "", "--out", str(out), "--sample-dim", "2,3",
+                        "--sample-budget", "30,20", "--sample-repeats", "1",
+                        "--sample-steps", "RandomWalkStep,pm.DEMetropolisZ"])
+    text = out.read_text()
+    assert "## d = " not in text  # no per-iteration part
+    assert "## pm.sample end to end, d = 2" in text and "## pm.sample end to end, d = 3" in text
+    assert text.count("| RandomWalkStep | ") == 2 and text.count("| pm.DEMetropolisZ | ") == 2
+    assert "KameleonStep" not in text and "| 1.00 |" in text
+    assert "--dims '' --iters" in text and "--sample-steps RandomWalkStep" in text
+    with pytest.raises(SystemExit):
+        cost_per_step.main(["--dims", "", "--sample-steps", "Kameleon"])
+
+
 def test_cost_per_step_writes_a_table_per_dimension(tmp_path):
     out = tmp_path / "cost.md"
     cost_per_step.main(["--dims", "2", "--iters", "20", "--out", str(out),
