@@ -328,6 +328,20 @@ def test_truncated_feature_covariance_is_the_proposal_in_both_directions(gauss, 
     np.testing.assert_allclose(q.chol @ q.chol.T, cov_at(y), rtol=1e-10)
 
 
+def test_feature_rank_stat_is_the_rank_the_draw_used(gauss):
+    """With ``n_steps = 10`` every tenth tuning draw ends on a snapshot (every 100
+    iterations), which leaves no factor until the next proposal; the stat reported D = 200
+    for those draws (C itself is never used with a tolerance).  It reports the factor the
+    draw's proposals used, also right after tuning (the exact factor of the frozen C)."""
+    idata = sample(gauss, lambda: FastKameleonStep(n_steps=10, warmup_draws=20), draws=20,
+                   tune=300, chains=1, discard_tuned_samples=False)
+    warm = idata.warmup_sample_stats["feature_rank"].values[0]
+    kernel = warm[warm > 0]
+    assert kernel.size > 200 and kernel.max() < 200  # D = 200 in 2-d
+    after = idata.sample_stats["feature_rank"].values[0]
+    assert np.all(after == after[0]) and 0 < after[0] < 200
+
+
 @pytest.mark.parametrize("n_features, tolerance, folded", [(200, 0.05, False), (20, 1e-9, True)])
 def test_tracked_factor_while_tuning_exact_factor_after(gauss, history, n_features, tolerance,
                                                        folded):

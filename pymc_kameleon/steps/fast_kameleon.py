@@ -86,6 +86,7 @@ class FastKameleonAdaptState(LocalGaussianAdaptState):
     # summed multiplicities of the pending points
     root: np.ndarray | None = None  # (D, D); rows [:rank]: R with R^T R ~ cov (truncated)
     rank: int = 0  # 0: not factorised since the last snapshot
+    factor_rank: int = 0  # rank of the last factor made (kept across snapshots: the stat)
     omega: np.ndarray | None = None  # frequencies omega0 / s of the snapshot
     omega_t: np.ndarray | None = None  # the same, transposed (d, n_freq), C-contiguous
     basis: np.ndarray | None = None  # (D, k) leading eigenspace of C, followed while tuning
@@ -316,9 +317,19 @@ class FastKameleonStep(LocalGaussianStep):
             "n_features": self.n_features,
             "n_history": 0 if moments is None else round(moments.count)
             + self._adapt.since_snapshot,
-            # eigenpairs of C in the proposal (D when C itself is used, 0 before it exists)
-            "feature_rank": self._adapt.rank or (self.n_features if self._adapt.active else 0),
+            "feature_rank": self._feature_rank(),
         }
+
+    def _feature_rank(self) -> int:
+        """Eigenpairs of ``C`` in the proposals of the draw: ``D`` while tuning uses ``C``
+        itself, 0 before there is a kernel part.  A snapshot at a draw's last iteration
+        leaves no factor until the next proposal; the draw's proposals used the last one."""
+        a = self._adapt
+        if not a.active:
+            return 0
+        if self.trace_tolerance == 0.0 and self.tune:
+            return self.n_features
+        return a.factor_rank
 
     # ------------------------------------------------------------------ history
     def _record(self, x: np.ndarray) -> None:
@@ -408,7 +419,7 @@ class FastKameleonStep(LocalGaussianStep):
             R, a.basis = refine_lowrank_root(a.cov, a.basis, self.trace_tolerance, self.rng)
         else:
             R = lowrank_root(a.cov, self.trace_tolerance)
-        a.rank = R.shape[0]
+        a.rank = a.factor_rank = R.shape[0]
         a.root[: a.rank] = R
         if a.rank <= a.omega.shape[0]:
             a.folded = None
