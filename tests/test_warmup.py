@@ -203,6 +203,22 @@ def test_state_round_trip_compares_with_pymc():
     rng.random()
 
 
+def test_state_without_a_later_field_restores_its_default():
+    """A state saved before a field was added (F-KAMH's ``factor_rank``) restores with the
+    field's default; a missing field without a default is a clear error, not an
+    AttributeError at the first stats."""
+    from pymc_kameleon.steps.fast_kameleon import FastKameleonAdaptState
+
+    state = to_state(FastKameleonAdaptState(factor_rank=7, t=3))
+    del state.values["factor_rank"], state.values["cache"]  # a default and a default_factory
+    back = from_state(state)
+    assert back.factor_rank == 0 and back.cache == {} and back.t == 3
+    scaler = to_state(RobbinsMonro(0.5, 0.3))
+    del scaler.values["initial"]  # no default
+    with pytest.raises(ValueError, match="RobbinsMonro.*'initial'"):
+        from_state(scaler)
+
+
 def test_point_key_and_shared_estimate():
     p1 = {"a": np.array([1.0]), "b": np.array(2.0, dtype=np.float32)}
     p2 = {"b": np.array(2.0, dtype=np.float32), "a": np.array([1.0])}

@@ -13,7 +13,7 @@ does.
 from __future__ import annotations
 
 import importlib
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,11 @@ def to_state(obj: Any) -> Any:
 
 
 def from_state(state: Any) -> Any:
-    """Inverse of :func:`to_state` (fresh objects; the state is not modified)."""
+    """Inverse of :func:`to_state` (fresh objects; the state is not modified).
+
+    A dataclass field the state does not hold (a state saved before the field was added)
+    gets the field's default; a field without a default raises ``ValueError``.
+    """
     if isinstance(state, ScalarState):
         return float(state.value)
     if isinstance(state, RandomGeneratorState):
@@ -87,6 +91,8 @@ def from_state(state: Any) -> Any:
         obj = cls.__new__(cls)
         for name, value in state.values.items():
             object.__setattr__(obj, name, from_state(value))
+        if is_dataclass(cls):
+            _fill_missing_fields(obj, state)
         return obj
     if isinstance(state, np.ndarray):
         return state.copy()
@@ -95,3 +101,20 @@ def from_state(state: Any) -> Any:
     if isinstance(state, (list, tuple)):  # noqa: UP038
         return type(state)(from_state(v) for v in state)
     return state
+
+
+def _fill_missing_fields(obj: Any, state: ObjectState) -> None:
+    """Give ``obj`` the defaults of the dataclass fields that ``state`` does not hold."""
+    for f in fields(obj):
+        if f.name in state.values:
+            continue
+        if f.default is not MISSING:
+            value = f.default
+        elif f.default_factory is not MISSING:
+            value = f.default_factory()
+        else:
+            raise ValueError(
+                f"the saved state of {state.qualname} has no value for its field {f.name!r} "
+                "(saved by another version of pymc-kameleon?)"
+            )
+        object.__setattr__(obj, f.name, value)
