@@ -36,6 +36,13 @@ def test_jacobian_vs_finite_differences(embedding):
     np.testing.assert_allclose(rff.jacobian(x), fd, atol=1e-7)
     X = rng.normal(size=(3, 4))
     np.testing.assert_allclose(rff.jacobian(X)[1], rff.jacobian(X[1]))
+    # the (D, n d) column layout of the score-matching sums: the same numbers, bit for bit
+    X = rng.normal(size=(50, 4))
+    cols = rff.with_lengths([1.0, 2.0, 0.5, 1.5]).jacobian_columns(X)
+    J = rff.with_lengths([1.0, 2.0, 0.5, 1.5]).jacobian(X)
+    assert cols.shape == (rff.n_features, 50 * 4)
+    np.testing.assert_array_equal(cols, J.transpose(1, 0, 2).reshape(rff.n_features, -1))
+    np.testing.assert_array_equal(rff.jacobian_columns(X[1]), rff.jacobian(X[1]))
 
 
 @pytest.mark.parametrize("embedding", ["sincos", "phase"])

@@ -247,6 +247,23 @@ class RandomFourierFeatures:
             omega = self.omega
         return dscalar[..., :, None] * omega
 
+    def jacobian_columns(self, X: np.ndarray) -> np.ndarray:
+        """All ``d phi / d x_l (x_i)`` of the rows ``x_i`` of ``X`` as the columns of a
+        ``(D, n d)`` array (column ``i d + l``): :meth:`jacobian` transposed to
+        ``(D, n, d)``, computed in that layout (no transposed copy; the same products)."""
+        X = np.array(X, dtype=float, ndmin=2)
+        a = self._angles(X)
+        c = np.sqrt(2.0 / self.n_features)
+        if self.embedding == "sincos":
+            dscalar = c * np.concatenate([np.cos(a), -np.sin(a)], axis=-1)
+            omega = np.concatenate([self.omega, self.omega], axis=0)
+        else:
+            dscalar = -c * np.sin(a)
+            omega = self.omega
+        cols = np.empty((omega.shape[0], X.shape[0], X.shape[1]))  # C order: no copy below
+        np.multiply(dscalar.T[:, :, None], omega[:, None, :], out=cols)
+        return cols.reshape(cols.shape[0], -1)
+
     def lowrank_gram(self, y: np.ndarray, root: np.ndarray) -> np.ndarray:
         """``J(y)^T R^T R J(y)``: the F-KAMH adaptive part with the feature covariance given
         by a factor ``R`` (shape ``(r, D)``, ``R^T R = C``), in ``O(r D d)``.

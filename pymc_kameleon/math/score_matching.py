@@ -36,7 +36,7 @@ from scipy.spatial.distance import cdist
 
 from ._compiled import cholesky_update, rff_leapfrog
 from .hmc import leapfrog
-from .linalg import safe_cholesky
+from .linalg import ridge_solves, safe_cholesky
 from .rff import RandomFourierFeatures
 
 __all__ = ["CVResult", "FiniteScoreEstimator", "LiteScoreEstimator", "cross_validate"]
@@ -221,20 +221,16 @@ class LiteScoreEstimator:
                     Ksq = K * sq
             except (np.linalg.LinAlgError, ValueError, FloatingPointError):
                 continue
-            for j, lam in enumerate(lams):
-                try:
-                    with np.errstate(all="ignore"):
-                        A = C.copy()
-                        A[np.diag_indices_from(A)] += float(lam)
-                        L, _ = safe_cholesky(A)
-                        alpha = -s2 * cho_solve((L, True), b, check_finite=False)
-                        f = K @ alpha
-                        grad = ((K * alpha) @ Zc - f[:, None] * Xc) / s2
-                        lap = Ksq @ alpha / s2**2 - d * f / s2
-                        loss = np.mean(lap + 0.5 * np.einsum("ij,ij->i", grad, grad))
-                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                    continue
-                out[j, k] = _finite_or_inf(loss)
+            with np.errstate(all="ignore"):
+                for j, x in enumerate(ridge_solves(C, b, [float(lam) for lam in lams])):
+                    if x is None:
+                        continue
+                    alpha = -s2 * x
+                    f = K @ alpha
+                    grad = ((K * alpha) @ Zc - f[:, None] * Xc) / s2
+                    lap = Ksq @ alpha / s2**2 - d * f / s2
+                    loss = np.mean(lap + 0.5 * np.einsum("ij,ij->i", grad, grad))
+                    out[j, k] = _finite_or_inf(loss)
         return out
 
 
@@ -313,15 +309,10 @@ class FiniteScoreEstimator:
         """Lower Cholesky factor of ``Cbar + ridge * I`` (``None`` before any data)."""
         return self._chol
 
-    def _jacobian_columns(self, X: np.ndarray) -> np.ndarray:
-        """All ``dphi/dx_l (x_i)`` as the columns of an ``(m, n d)`` array."""
-        J = self.features.jacobian(X)  # (n, m, d)
-        return J.transpose(1, 0, 2).reshape(J.shape[1], -1)
-
     def _add_to_sums(self, X: np.ndarray) -> None:
         for start in range(0, X.shape[0], _CHUNK):
             rows = X[start : start + _CHUNK]
-            V = self._jacobian_columns(rows)
+            V = self.features.jacobian_columns(rows)
             self._C_sum += V @ V.T
             self._b_sum += self.features.features(rows).sum(axis=0) * self._omega_sq
         self._n_seen += X.shape[0]
@@ -357,7 +348,7 @@ class FiniteScoreEstimator:
             self._chol = np.sqrt(self.lam) * np.eye(self.features.n_features)
         for start in range(0, X.shape[0], _CHUNK):
             rows = X[start : start + _CHUNK]
-            V = self._jacobian_columns(rows)
+            V = self.features.jacobian_columns(rows)
             self._C_sum += V @ V.T
             self._b_sum += self.features.features(rows).sum(axis=0) * self._omega_sq
             cholesky_update(self._chol, np.ascontiguousarray(V))
@@ -446,7 +437,7 @@ class FiniteScoreEstimator:
                 C_k, b_k = np.zeros((m, m)), np.zeros(m)
                 for start in range(0, len(test), _CHUNK):
                     rows = X[test[start : start + _CHUNK]]
-                    V = self._jacobian_columns(rows)
+                    V = self.features.jacobian_columns(rows)
                     C_k += V @ V.T
                     b_k += self.features.features(rows).sum(axis=0) * self._omega_sq
                 sums.append((C_k, b_k, len(test)))
@@ -454,19 +445,14 @@ class FiniteScoreEstimator:
             b_all = sum(b for _, b, _ in sums)
         out = np.full((len(lams), len(folds)), np.inf)
         n = X.shape[0]
-        for k, (C_k, b_k, n_k) in enumerate(sums):
-            C_train, b_train, n_train = C_all - C_k, b_all - b_k, n - n_k
-            for j, lam in enumerate(lams):
-                try:
-                    with np.errstate(all="ignore"):
-                        A = C_train.copy()
-                        A[np.diag_indices_from(A)] += float(lam) * max(n_train, 1)
-                        L, _ = safe_cholesky(A)
-                        theta = cho_solve((L, True), b_train, check_finite=False)
+        with np.errstate(all="ignore"):
+            for k, (C_k, b_k, n_k) in enumerate(sums):
+                C_train, b_train, n_train = C_all - C_k, b_all - b_k, n - n_k
+                ridges = [float(lam) * max(n_train, 1) for lam in lams]
+                for j, theta in enumerate(ridge_solves(C_train, b_train, ridges)):
+                    if theta is not None:
                         loss = (0.5 * theta @ C_k @ theta - theta @ b_k) / n_k
-                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                    continue
-                out[j, k] = _finite_or_inf(loss)
+                        out[j, k] = _finite_or_inf(loss)
         return out
 
 
