@@ -48,6 +48,49 @@ def test_compound_step_with_nuts_refreshes_the_stored_logp(sampler):
     np.testing.assert_allclose(lp[:, -1], expected, rtol=1e-10)
 
 
+def test_set_data_then_a_new_run_from_the_last_draw(sampler):
+    """``pm.set_data`` between two runs, the second started at the first's last draw, with a
+    fresh step and with the same step again: the value stored for that point under the old
+    data must not be the new chain's current value (it was: the chain never moved, its
+    ``lp`` the old data's)."""
+    kw = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
+    with pm.Model() as model:
+        data = pm.Data("data", np.zeros(20))
+        mu = pm.Normal("mu", 0.0, 10.0)
+        pm.Normal("y", mu, 1.0, observed=data)
+        step = sampler()
+        first = pm.sample(tune=150, draws=20, step=step, random_seed=1, **kw)
+        start = {"mu": float(first.posterior.mu.values[0, -1])}
+        pm.set_data({"data": np.full(20, 5.0)})  # posterior of mu now N(5, 0.22^2)
+        logp = model.compile_logp()
+        for again in (sampler(), step):
+            idata = pm.sample(tune=150, draws=100, step=again, random_seed=2, initvals=start,
+                              **kw)
+            draws = idata.posterior.mu.values[0]
+            np.testing.assert_allclose(idata.sample_stats.lp.values[0],
+                                       [logp({"mu": m}) for m in draws], rtol=1e-10)
+            assert abs(draws.mean() - 5.0) < 0.5
+
+
+def test_a_term_added_to_the_model_then_a_new_run_from_the_last_draw(sampler):
+    """A potential added after a run, then a new run from its last draw: same data, so the
+    old value's key still matches; a second evaluation at the start shows it is stale (a
+    noise-free density that changed), and the fresh value is used."""
+    kw = {"chains": 1, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        first = pm.sample(tune=150, draws=20, step=sampler(), random_seed=1, **kw)
+        start = {"mu": float(first.posterior.mu.values[0, -1])}
+        pm.Potential("near_five", -0.5 * ((mu - 5.0) / 0.2) ** 2)
+        idata = pm.sample(tune=150, draws=100, step=sampler(), random_seed=2, initvals=start,
+                          **kw)
+    draws = idata.posterior.mu.values[0]
+    logp = model.compile_logp()
+    np.testing.assert_allclose(idata.sample_stats.lp.values[0],
+                               [logp({"mu": m}) for m in draws], rtol=1e-10)
+    assert abs(draws.mean() - 5.0) < 0.5
+
+
 def test_arviz_functions_work_on_draws_and_stats(sampler):
     import matplotlib
 
