@@ -16,6 +16,7 @@ import pytest
 from checks import SAMPLERS, ks_pvalue, plot_trace, sample
 from scipy import stats
 
+from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.compat import group_dataset, max_rhat
 
 
@@ -259,3 +260,38 @@ def test_float32_models(sampler):
         idata = sample(model, sampler, draws=1000, tune=500, chains=1)
     assert idata.posterior.x.dtype == np.float32
     assert ks_pvalue(idata.posterior.s.values, stats.halfnorm().cdf) > 1e-3
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"scale": 0.0}, "scale must be a positive"),
+    ({"scale": -1.0}, "scale must be a positive"),
+    ({"target_accept": 0.0}, r"target_accept must lie in \(0, 1\)"),
+    ({"target_accept": 1.0}, r"target_accept must lie in \(0, 1\)"),
+    ({"cov": np.array([[1.0, 2.0], [2.0, 1.0]])}, "positive-definite"),  # indefinite
+    ({"cov": np.array([[1.0, 0.5], [0.0, 1.0]])}, "symmetric"),
+    ({"cov": np.array([[1.0, np.nan], [np.nan, 1.0]])}, "finite"),
+    ({"cov": np.eye(3)}, r"shape \(2, 2\)"),
+])
+def test_random_walk_invalid_parameters(kwargs, match):
+    """A zero scale or target was silently replaced by the default, and an indefinite cov
+    accepted (with adapt_scale=False the chain then moved along one line only)."""
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0, shape=2)
+        with pytest.raises(ValueError, match=match):
+            RandomWalkStep(**kwargs)
+
+
+def test_random_walk_starts_from_the_given_cov():
+    """A given cov is the initial proposal shape: the Laplace start (which replaced it)
+    runs only on request."""
+    cov = np.array([[4.0, 0.3], [0.3, 0.25]])
+    kw = {"tune": 3, "draws": 1, "chains": 1, "progressbar": False,
+          "compute_convergence_checks": False, "random_seed": 1}
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0, shape=2)
+        given, laplace = RandomWalkStep(cov=cov), RandomWalkStep(cov=cov, laplace=True)
+        pm.sample(step=given, **kw)
+        pm.sample(step=laplace, **kw)
+    np.testing.assert_allclose(given._warm.precond.cov, cov, rtol=1e-12)
+    assert not given._warm.laplace and laplace._warm.laplace
+    np.testing.assert_allclose(laplace._warm.precond.cov, np.eye(2), rtol=1e-3)

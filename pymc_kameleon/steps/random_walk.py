@@ -34,8 +34,10 @@ class RandomWalkStep(BaseKernelStep):
     scale : float, optional
         Initial scale (in units of ``L``); default ``2.38 / sqrt(d)``.
     cov : array, optional
-        Initial proposal shape ``L L^T`` (default identity).  With ``adapt_scale=False`` it
-        is kept exactly, with ``scale``, for the whole run.
+        Initial proposal shape ``L L^T``, a symmetric positive-definite ``(d, d)`` matrix
+        (default identity; a given one replaces the Laplace start's covariance, unless
+        ``laplace=True``).  With ``adapt_scale=False`` it is kept exactly, with ``scale``,
+        for the whole run.
     target_accept : float, optional
         Default ``0.234 + 0.206 / d``: 0.44 in 1-d, 0.234 as ``d`` grows (Roberts and
         Rosenthal, 2001).
@@ -86,7 +88,11 @@ class RandomWalkStep(BaseKernelStep):
         adapt_exponent: float = 0.6,
         **kwargs,
     ):
-        RobbinsMonro(scale or 1.0, target_accept or 0.234, adapt_exponent)  # validates
+        if scale is not None and not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a positive number, got {scale!r}")
+        if target_accept is not None and not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
+        RobbinsMonro(1.0, 0.234, adapt_exponent)  # validates the exponent
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = None if target_accept is None else float(target_accept)
         self.adapt_scale = bool(adapt_scale)
@@ -97,7 +103,8 @@ class RandomWalkStep(BaseKernelStep):
             raise ValueError(f"cov must have shape ({self.dim}, {self.dim}), "
                              f"got {self._cov.shape}")
         if self._cov is not None:
-            AffineMap.from_cov(np.zeros(self.dim), self._cov)  # validates it
+            _check_covariance(self._cov)
+            AffineMap.from_cov(np.zeros(self.dim), self._cov)
 
     def _initial_adapt_state(self) -> None:
         return None
@@ -109,10 +116,31 @@ class RandomWalkStep(BaseKernelStep):
         return {
             "scale": self.initial_scale,
             "cov": self._cov,
-            "target": self.target_accept or random_walk_target(self.dim),
+            "target": (random_walk_target(self.dim) if self.target_accept is None
+                       else self.target_accept),
             "exponent": self.adapt_exponent,
             "adapt": self.adapt_scale,
         }
 
+    def _use_laplace(self, noisy: bool) -> bool:
+        # a given cov is the initial shape: the Laplace start (which would replace it) only
+        # on request
+        if self._cov is not None and self.laplace is None:
+            return False
+        return super()._use_laplace(noisy)
+
     def _tuning_stats(self) -> dict[str, Any]:
         return {"scaling": self._warm.rw.value}
+
+
+def _check_covariance(cov: np.ndarray) -> None:
+    """``ValueError`` unless ``cov`` is a finite, symmetric, positive-definite matrix."""
+    ok = bool(np.all(np.isfinite(cov))) and np.allclose(cov, cov.T, rtol=1e-10, atol=0.0)
+    if ok:
+        try:
+            np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            ok = False
+    if not ok:
+        raise ValueError(f"cov must be a finite, symmetric, positive-definite matrix, got "
+                         f"{cov!r}")
