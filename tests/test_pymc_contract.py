@@ -351,6 +351,19 @@ def test_blocked_false_builds_compound(entry, two_blocks):
     assert type(single) is entry.cls
 
 
+def test_blocked_false_without_vars_takes_the_continuous_variables(ours, two_blocks):
+    """Without ``vars`` (or with ``vars=None``) ``blocked=False`` gives one step per
+    continuous variable, as the default step samples them all jointly; PyMC's ``__new__``
+    handed every value variable over, and the step refused the discrete ``k``."""
+    values = [[two_blocks.rvs_to_values[two_blocks[n]]] for n in "xy"]
+    with two_blocks:
+        for step in (ours(blocked=False), ours(vars=None, blocked=False)):
+            assert isinstance(step, CompoundStep)
+            assert all(type(m) is ours.cls for m in step.methods)
+            assert [m.vars for m in step.methods] == values
+        assert ours(vars=None).vars == [v for [v] in values]
+
+
 def test_blocked_true_and_names(entry, two_blocks):
     with two_blocks:
         step = entry([two_blocks["x"], two_blocks["y"]], blocked=True)

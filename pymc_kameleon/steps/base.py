@@ -183,6 +183,17 @@ class BaseKernelStep(ArrayStepShared):
     _progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
     _state_class = KernelStepState
 
+    def __new__(cls, *args, **kwargs):
+        # PyMC's BlockedStep.__new__ takes every value variable when none are given (with
+        # blocked=False one step per variable, discrete ones included, which __init__
+        # refuses) and treats an explicit vars=None as one variable.  Ours default to the
+        # model's continuous variables, as __init__ does.
+        if (args[0] if args else kwargs.get("vars")) is None:
+            continuous = pm.modelcontext(kwargs.get("model")).continuous_value_vars
+            if continuous:
+                args, kwargs = args[1:], {**kwargs, "vars": continuous}
+        return super().__new__(cls, *args, **kwargs)
+
     def __init__(
         self,
         vars=None,
