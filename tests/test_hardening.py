@@ -295,3 +295,14 @@ def test_random_walk_starts_from_the_given_cov():
     np.testing.assert_allclose(given._warm.precond.cov, cov, rtol=1e-12)
     assert not given._warm.laplace and laplace._warm.laplace
     np.testing.assert_allclose(laplace._warm.precond.cov, np.eye(2), rtol=1e-3)
+
+
+def test_a_block_without_elements_is_a_clear_error(sampler):
+    """A block of size-0 variables (e.g. zero groups in the data): a ValueError naming them,
+    not an error from deep inside the adaptation (inf scales, division by zero)."""
+    with pm.Model():
+        empty = pm.Normal("empty", 0.0, 1.0, shape=0)
+        pm.Normal("a", 0.0, 1.0)
+        with pytest.raises(ValueError, match=r"\['empty'\] have no elements"):
+            sampler([empty])
+        assert sampler().dim == 1  # next to another variable it is simply carried along

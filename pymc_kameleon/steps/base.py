@@ -230,6 +230,9 @@ class BaseKernelStep(ArrayStepShared):
         self._logp_fn.trust_input = True
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
+        if self.dim == 0:
+            raise ValueError(f"{type(self).__name__}: the variables {[v.name for v in vars]} "
+                             "have no elements (size 0): nothing to sample")
         self._n_steps_given = None if n_steps is None else int(n_steps)
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
