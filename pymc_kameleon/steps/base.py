@@ -554,9 +554,10 @@ class BaseKernelStep(ArrayStepShared):
         if res.degenerate:
             warnings.warn(
                 f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
-                f"mode ({res.degenerate}; the log density may grow without bound there, as "
-                "in a centred hierarchical model's funnel); the warm-up starts from the "
-                "initial point instead.  A non-centred parameterisation usually helps.",
+                f"mode ({res.degenerate}: a spike, an edge of the region where the log "
+                "density is finite, or a funnel where it grows without bound, as in a "
+                "centred hierarchical model); the warm-up starts from the initial point "
+                "instead.  For a funnel, a non-centred parameterisation usually helps.",
                 UserWarning, stacklevel=2)
         if res.cov is None:
             return res.n_evals
