@@ -40,9 +40,10 @@ def test_safe_cholesky_ill_conditioned_is_deterministic():
 
 
 def test_ridge_solves_are_the_safe_cholesky_solves():
-    """The solves of ``safe_cholesky(A + r I)`` (the route they replace in the
-    cross-validations) up to rounding, close to an independent solve, bit for bit the jitter
-    route where LAPACK refuses, and ``None`` for non-finite matrices."""
+    """Bit for bit the solves of ``safe_cholesky(A + r I)`` (the route they replace in the
+    cross-validations: a held-out loss that ties within rounding would otherwise pick
+    another ridge and change the chain), close to an independent solve, the jitter route
+    where the factorisation fails, and ``None`` for non-finite matrices."""
     rng = np.random.default_rng(5)
     V = rng.normal(size=(40, 30))
     A = V @ V.T - 0.3 * (V[:, :5] @ V[:, :5].T)  # from products: symmetric up to rounding
@@ -53,14 +54,10 @@ def test_ridge_solves_are_the_safe_cholesky_solves():
         M = A.copy()
         M[np.diag_indices_from(M)] += r
         L, jitter = safe_cholesky(M)
-        old = cho_solve((L, True), b, check_finite=False)
         assert (jitter > 0) == (r == 0.0)
-        if r == 0.0:
-            np.testing.assert_array_equal(x, old)
-        else:  # condition number about 1e6 / r
-            np.testing.assert_allclose(x, old, rtol=1e-14 / min(r, 1.0) * 1e4)
-            np.testing.assert_allclose(x, np.linalg.solve(0.5 * (M + M.T), b),
-                                       rtol=1e-14 / min(r, 1.0) * 1e4)
+        np.testing.assert_array_equal(x, cho_solve((L, True), b, check_finite=False))
+        if r >= 1e-2:
+            np.testing.assert_allclose(x, np.linalg.solve(0.5 * (M + M.T), b), rtol=1e-8)
     A[3, 3] = np.nan
     assert ridge_solves(A, b, [1.0, 2.0]) == [None, None]
     assert ridge_solves(np.eye(2), np.ones(2), [np.inf]) == [None]

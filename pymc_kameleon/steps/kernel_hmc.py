@@ -249,8 +249,8 @@ class KernelHMCStep(BaseKernelStep):
     ard : bool, optional
         Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
         Default: on for the finite surrogate when ``2 <= d <= 16`` and no ``bandwidth`` is
-        given (the search scores about ``4 d`` configurations per cross-validation, 0.4-0.55
-        s at ``d = 8..16``, 0.7 s at ``d = 32`` with two sweeps on 300 points).  The
+        given (the search scores about ``4 d`` configurations per cross-validation, 0.55-0.65
+        s at ``d = 8..16``, 0.9 s at ``d = 32`` with two sweeps on 300 points).  The
         ``bandwidth`` stat is then the overall scale ``s`` (the bandwidth of coordinate ``i``
         is ``s l_i``, geometric mean of ``l`` 1).
     random_walk_fraction : float, default 0.1
