@@ -234,17 +234,19 @@ class RandomFourierFeatures:
             return c * np.concatenate([np.sin(a), np.cos(a)], axis=-1)
         return c * np.cos(a)
 
-    def jacobian(self, X: np.ndarray) -> np.ndarray:
-        """``d phi / d x``: shape ``(D, d)`` for one point, ``(n, D, d)`` for rows."""
-        X = np.asarray(X, dtype=float)
+    def _jacobian_factors(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(s, W)`` with ``d phi_j / d x_l = s_j W_jl``: the derivative of each feature's
+        scalar function at its angle and the frequency of each feature."""
         a = self._angles(X)
         c = np.sqrt(2.0 / self.n_features)
         if self.embedding == "sincos":
-            dscalar = c * np.concatenate([np.cos(a), -np.sin(a)], axis=-1)
-            omega = np.concatenate([self.omega, self.omega], axis=0)
-        else:
-            dscalar = -c * np.sin(a)
-            omega = self.omega
+            return (c * np.concatenate([np.cos(a), -np.sin(a)], axis=-1),
+                    np.concatenate([self.omega, self.omega], axis=0))
+        return -c * np.sin(a), self.omega
+
+    def jacobian(self, X: np.ndarray) -> np.ndarray:
+        """``d phi / d x``: shape ``(D, d)`` for one point, ``(n, D, d)`` for rows."""
+        dscalar, omega = self._jacobian_factors(np.asarray(X, dtype=float))
         return dscalar[..., :, None] * omega
 
     def jacobian_columns(self, X: np.ndarray) -> np.ndarray:
@@ -252,14 +254,7 @@ class RandomFourierFeatures:
         ``(D, n d)`` array (column ``i d + l``): :meth:`jacobian` transposed to
         ``(D, n, d)``, computed in that layout (no transposed copy; the same products)."""
         X = np.array(X, dtype=float, ndmin=2)
-        a = self._angles(X)
-        c = np.sqrt(2.0 / self.n_features)
-        if self.embedding == "sincos":
-            dscalar = c * np.concatenate([np.cos(a), -np.sin(a)], axis=-1)
-            omega = np.concatenate([self.omega, self.omega], axis=0)
-        else:
-            dscalar = -c * np.sin(a)
-            omega = self.omega
+        dscalar, omega = self._jacobian_factors(X)
         cols = np.empty((omega.shape[0], X.shape[0], X.shape[1]))  # C order: no copy below
         np.multiply(dscalar.T[:, :, None], omega[:, None, :], out=cols)
         return cols.reshape(cols.shape[0], -1)
