@@ -94,9 +94,10 @@ def ridge_solves(A: np.ndarray, b: np.ndarray,
     the same matrix) instead of once per ridge, and the triangular solves call LAPACK
     directly: ``m = 200``, 7 ridges (a cross-validated regularisation path): 2.2 -> 1.6 ms.
     The factorisation stays NumPy's: SciPy's LAPACK build would be faster (1.1 ms) but rounds
-    differently, and a held-out loss that ties within rounding (two tiny ridges) would then
-    choose another ridge and change the chain.  A matrix NumPy does not factor goes through
-    :func:`safe_cholesky` itself (jitter).
+    differently, and two candidates of a cross-validated search whose held-out losses tie
+    within rounding (the same kernel reached two ways) then swap ranks and change the
+    chain.  A matrix NumPy does not factor goes through :func:`safe_cholesky` itself
+    (jitter).
 
     Parameters
     ----------
