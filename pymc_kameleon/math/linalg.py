@@ -117,9 +117,9 @@ def ridge_solves(A: np.ndarray, b: np.ndarray,
     Examples
     --------
     >>> import numpy as np
-    >>> xs = ridge_solves(np.eye(2), np.ones(2), [0.0, 1.0])
+    >>> xs = ridge_solves(4.0 * np.eye(2), np.ones(2), [0.0, 12.0])  # (4 + r) x = 1
     >>> [x.tolist() for x in xs]
-    [[1.0, 1.0], [0.5, 0.5]]
+    [[0.25, 0.25], [0.0625, 0.0625]]
     """
     A = np.asarray(A, dtype=float)
     b = np.asarray(b, dtype=float)
