@@ -22,15 +22,26 @@ class ZeroFirst:
         return -0.5 * (1.0 - mu) ** 2 + 0.5 * rng.normal() - 0.125
 
 
-def test_zero_estimate_at_the_start_is_redrawn():
+@pytest.mark.parametrize("n_zero", [1, 2, 5])
+def test_zero_estimate_at_the_start_is_redrawn(n_zero):
     """An estimate of zero at the start is not a bad start: the step redraws it (a valid
-    initialisation) instead of raising."""
+    initialisation) instead of raising, also when the first two are zero (two equal values
+    looked like a deterministic -inf: SamplingError)."""
     with pm.Model():
         mu = pm.Normal("mu", 0.0, 1.0)
-        pseudo_marginal_potential("lik", ZeroFirst(n_zero=1), mu)
+        pseudo_marginal_potential("lik", ZeroFirst(n_zero=n_zero), mu)
         idata = pm.sample(draws=300, tune=300, chains=1, cores=1, step=RandomWalkStep(),
                           random_seed=1, progressbar=False, compute_convergence_checks=False)
     assert np.isfinite(idata.sample_stats["lp"].values).all()
+
+
+def test_a_deterministic_non_finite_start_still_raises_after_the_redraws():
+    with pm.Model():
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pseudo_marginal_potential("lik", ZeroFirst(n_zero=100), mu)
+        with pytest.raises(pm.exceptions.SamplingError):
+            pm.sample(draws=10, tune=10, chains=1, cores=1, step=RandomWalkStep(),
+                      random_seed=1, progressbar=False, compute_convergence_checks=False)
 
 
 def test_zero_estimates_during_a_run_never_raise():

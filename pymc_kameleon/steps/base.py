@@ -522,11 +522,14 @@ class BaseKernelStep(ArrayStepShared):
             if _same(third, again):  # noise-free: the fresh value is the value
                 logp = again
         w.noisy = not _same(again, logp)
-        for _ in range(10 if w.noisy else 0):  # an estimate of zero at the start: redraw
+        # a non-finite value at the start: redraw (an estimate of zero, possibly twice in a
+        # row, which two equal values do not tell from a deterministic -inf)
+        for _ in range(10 if not np.isfinite(logp) else 0):
             if np.isfinite(logp):
                 break
             logp = again
             again, evals = self._logp(x), evals + 1
+            w.noisy = w.noisy or not _same(again, logp)
         if not np.isfinite(logp):
             self._raise_bad_start(x, point)
         w.x, w.logp, w.key = x, logp, key
