@@ -72,6 +72,7 @@ References
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -327,6 +328,7 @@ def sample(
             _close_local_cluster(cluster, client)
 
     _log_compiledirs(results)
+    _reissue_warnings(results)
     merged = _merge_chains([r.data for r in results], sampling_time)
     if not quiet:
         _log.info("Sampling %d chains for %d tune and %d draw iterations on Dask took %.0f "
@@ -523,6 +525,44 @@ class _ChainResult:
     private_compiledir: bool
     seconds: float
     model_vars: tuple[tuple[str, ...], tuple[str, ...]]
+    warnings: tuple[_Warning, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Warning:
+    """A warning issued in a chain's task, as plain data (its class by name: a class the
+    driver cannot import must not make the result fail to unpickle)."""
+
+    message: str
+    module: str
+    qualname: str
+    filename: str
+    lineno: int
+
+    @classmethod
+    def of(cls, record: warnings.WarningMessage) -> _Warning:
+        category = record.category
+        return cls(str(record.message), category.__module__, category.__qualname__,
+                   str(record.filename), int(record.lineno))
+
+    def category(self) -> type[Warning]:
+        try:
+            obj: Any = importlib.import_module(self.module)
+            for part in self.qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return UserWarning
+        return obj if isinstance(obj, type) and issubclass(obj, Warning) else UserWarning
+
+
+def _reissue_warnings(results: Sequence[_ChainResult]) -> None:
+    """Issue the chains' warnings in the caller, where its warning filters apply (in a
+    worker process they would only reach the worker's log); each distinct one once."""
+    registry: dict = {}
+    for result in results:
+        for w in result.warnings:
+            warnings.warn_explicit(w.message, w.category(), w.filename, w.lineno,
+                                   registry=registry)
 
 
 def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) -> _ChainResult:
@@ -536,7 +576,10 @@ def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) 
     import pytensor
 
     worker = _current_worker()
-    with _CHAIN_LOCK, _quiet_logger("pymc"):
+    # one chain at a time per process (_CHAIN_LOCK), so recording its warnings (global
+    # state) does not mix two chains; they are issued again in the caller
+    with (_CHAIN_LOCK, _quiet_logger("pymc"), warnings.catch_warnings(record=True) as caught):
+        warnings.simplefilter("always")
         start = time.perf_counter()
         try:
             model_factory, step_factory, sample_kwargs = pickle.loads(payload)
@@ -577,6 +620,7 @@ def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) 
             compiledir=str(pytensor.config.compiledir),
             private_compiledir=marker is not None and os.path.realpath(marker) == base,
             seconds=time.perf_counter() - start, model_vars=model_vars,
+            warnings=tuple(_Warning.of(w) for w in caught),
         )
 
 

@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - older PyTensor
 
 from pymc_kameleon import (  # noqa: E402
     KameleonStep,
+    PseudoMarginalWarning,
     RandomWalkStep,
     pseudo_marginal_potential,
 )
@@ -436,6 +438,24 @@ def test_model_factory_errors_name_the_chain(client):
     with pytest.raises(pkd.ChainError, match="building the step: TypeError"):
         pkd.sample(gauss_model, functools.partial(RandomWalkStep, bogus=1), chains=2,
                    client=client, **QUIET)
+
+
+def test_warnings_of_worker_processes_reach_the_caller(client):
+    """pm.Metropolis on an estimator model warns that the chain is not exact
+    (PseudoMarginalWarning, issued in the worker); the caller's filters must see it, as
+    with pm.sample (before: only in the worker processes' logs)."""
+    factory = functools.partial(noisy_model, 1)
+    with pytest.warns(PseudoMarginalWarning, match="does NOT target the exact posterior"):
+        pkd.sample(factory, pm.Metropolis, chains=2, client=client, compiledir=COMPILEDIR,
+                   draws=10, tune=10, random_seed=1, **QUIET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PseudoMarginalWarning)
+        with pytest.raises(PseudoMarginalWarning):
+            pkd.sample(factory, pm.Metropolis, chains=2, client=client,
+                       compiledir=COMPILEDIR, draws=10, tune=10, random_seed=1, **QUIET)
+        # our steps are exact: nothing to warn about
+        pkd.sample(factory, RandomWalkStep, chains=2, client=client, compiledir=COMPILEDIR,
+                   draws=10, tune=10, random_seed=1, **QUIET)
 
 
 def test_gp_glass_pseudo_marginal_four_chains(client):
