@@ -158,7 +158,7 @@ def sample(
     model_factory: Callable[[], Any],
     step_factory: Callable[[], Any],
     *,
-    chains: int = 4,
+    chains: int | None = 4,
     client: Any = None,
     cluster_kwargs: Mapping[str, Any] | None = None,
     compiledir: str | os.PathLike | None = None,
@@ -183,7 +183,7 @@ def sample(
         model's context, e.g. the class ``RandomWalkStep`` itself or
         ``functools.partial(KameleonStep, n_history=500)``.
     chains : int, default 4
-        Number of chains (tasks).
+        Number of chains (tasks); ``None`` is the default, as with ``pm.sample``.
     client : distributed.Client, optional
         A client of the cluster to use (``Client("tcp://host:8786")``, a ``dask-jobqueue``
         cluster's client, ...); it is left open.  By default an embedded
@@ -349,8 +349,14 @@ def _import_distributed():
     return distributed
 
 
-def _check_chains(chains: int) -> int:
-    if isinstance(chains, bool) or int(chains) != chains or chains < 1:
+def _check_chains(chains: int | None) -> int:
+    if chains is None:  # as pm.sample: the default
+        return 4
+    try:
+        ok = not isinstance(chains, bool) and int(chains) == chains and chains >= 1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     return int(chains)
 

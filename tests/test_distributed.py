@@ -203,8 +203,10 @@ def test_arguments_are_checked_before_any_cluster_starts(monkeypatch):
         pkd.sample(gauss_model, RandomWalkStep, return_inferencedata=False)
     with pytest.raises(TypeError, match="trace backend"):
         pkd.sample(gauss_model, RandomWalkStep, trace="zarr")
-    with pytest.raises(ValueError, match="chains must be a positive integer"):
-        pkd.sample(gauss_model, RandomWalkStep, chains=0)
+    for chains in (0, 2.5, "2", [2]):
+        with pytest.raises(ValueError, match="chains must be a positive integer"):
+            pkd.sample(gauss_model, RandomWalkStep, chains=chains)
+    assert pkd._check_chains(None) == 4 and pkd._check_chains(np.int64(3)) == 3
     with pytest.raises(ValueError, match="initvals has 2 entries for 4 chains"):
         pkd.sample(gauss_model, RandomWalkStep, initvals=[{}, {}])
     with pytest.raises(ValueError, match="random_seed = -1"):
