@@ -17,7 +17,8 @@ from checks import GAUSS_COV, SAMPLERS, ks_pvalue, moment_zscores, sample
 from pymc.exceptions import SamplingError
 from scipy import stats
 
-from pymc_kameleon import PseudoMarginalWarning, pseudo_marginal_potential
+from pymc_kameleon import PseudoMarginalWarning, RandomWalkStep, pseudo_marginal_potential
+from pymc_kameleon.compat import PYMC_VERSION
 from pymc_kameleon.models import counted_model
 from pymc_kameleon.models.targets import banana_logp
 
@@ -314,3 +315,27 @@ def test_tune_zero_is_a_random_walk(gauss, sampler):
     for name, value in sampler.untuned.items():
         np.testing.assert_array_equal(ss[name].values, value, err_msg=name)
     assert 0 < float(ss.accepted.mean()) < 1
+
+
+def _warm_up_warnings(model, sampler, *, tune, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sample(model, partial(sampler, **kwargs), draws=2, tune=tune, chains=1)
+    return [str(w.message) for w in caught if "within the warm-up" in str(w.message)]
+
+
+def test_a_warning_when_tuning_ends_inside_the_warm_up(gauss, sampler):
+    """A user who asks for a kernel sampler and tunes for less than the warm-up gets the
+    warm-up's random walk: the step says so (tune=1 on both PyMC majors; tune=300 on PyMC
+    5 only, which does not tell a step its tune, so the warm-up is 500 draws there).  No
+    warning once the sampler has started, for an explicit warmup_draws (the user's
+    choice), or for RandomWalkStep (the warm-up is that step)."""
+    kernel = sampler.cls is not RandomWalkStep
+    hits = _warm_up_warnings(gauss, sampler, tune=1)
+    assert len(hits) == int(kernel)
+    if kernel:
+        assert hits[0].startswith(f"{sampler.cls.__name__}('x',): tuning ended after 1 draw,")
+    if PYMC_VERSION[0] < 6:
+        assert len(_warm_up_warnings(gauss, sampler, tune=300)) == int(kernel)
+    assert _warm_up_warnings(gauss, sampler, tune=510) == []  # warm-up 500 or 255 draws
+    assert _warm_up_warnings(gauss, sampler, tune=20, warmup_draws=50) == []

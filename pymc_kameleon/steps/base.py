@@ -322,8 +322,31 @@ class BaseKernelStep(ArrayStepShared):
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
         if self.tune:
+            self._warn_if_sampler_never_started()
             self._on_stop_tuning()
         self.tune = False
+
+    def _warn_if_sampler_never_started(self) -> None:
+        """A ``UserWarning`` when tuning ends inside the default warm-up: the user asked for
+        this sampler and would get the warm-up's random walk without being told (PyMC 5
+        does not tell a step its number of tuning draws, so the warm-up is 500 draws there
+        and ``tune <= 500`` never reaches the sampler).  An explicit ``warmup_draws`` is the
+        user's choice and is not warned about."""
+        w = self._warm
+        if (not self._has_kernel_phase or self.warmup_draws is not None or w.x is None
+                or w.phase == "kernel"):
+            return
+        length = self._warmup_length()
+        why = (f"half of tune={self._chain_tune}" if self._chain_tune
+               else "PyMC 5 does not tell a step its number of tuning draws")
+        name = type(self).__name__
+        plural = "" if w.draw == 1 else "s"
+        warnings.warn(
+            f"{name}{self.var_names}: tuning ended after {w.draw} draw{plural}, within the "
+            f"warm-up ({length} draws: {why}), so {name}'s own adaptation never started and "
+            "the chain samples with the warm-up's tuned random walk.  Tune for more than "
+            f"{length} draws (pm.sample's default tune=1000 does) or give warmup_draws below "
+            "the number of tuning draws.", UserWarning, stacklevel=2)
 
     def reset_tuning(self) -> None:
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
