@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from benchmarks import cost_per_step, logp_backend, synthetic
@@ -120,3 +121,26 @@ def test_kamh_gamma_paper_part_runs_the_four_variants(tmp_path):
             if line.startswith("| ") and "iterations" not in line]
     assert rows == ["KameleonStep", "FastKameleonStep", "KameleonStep, gamma 0.1",
                     "FastKameleonStep, gamma 0.1"]
+
+
+def test_mehler_degree_shares_against_the_kernel_matrix_spectrum():
+    """The formula behind ``fkamh_rank --part mehler``, checked against an independent
+    computation: in 1-d the eigenvalues of the Gaussian-kernel matrix of standard normal
+    draws (divided by n, a Monte Carlo version of the kernel operator) fall by the factor
+    ``B`` per degree, and the shares of the centred trace are ``B^K / sum B^K``.  A wrong
+    ``B`` (the bandwidth or the variance swapped, a missing square) fails."""
+    from benchmarks.fkamh_rank import kernel_matrix_rank, mehler_degree_shares
+
+    X = np.random.default_rng(3).normal(size=(1500, 1))
+    s2 = 1.7
+    K = np.exp(-((X - X.T) ** 2) / (2.0 * s2)) / len(X)
+    ev = np.sort(np.linalg.eigvalsh(K))[::-1]
+    a, b = 0.25, 1.0 / (2.0 * s2)
+    B = b / (a + b + np.sqrt(a * a + 2.0 * a * b))
+    np.testing.assert_allclose((ev[6] / ev[0]) ** (1 / 6), B, rtol=0.02)  # each ratio +-5 %
+    shares = mehler_degree_shares(1, s2)
+    np.testing.assert_allclose(shares[:3], ev[1:4] / ev[1:40].sum(), atol=0.015)
+    # in d dimensions the degree-K eigenvalue has C(d + K - 1, K) copies: N(0, I_3) draws
+    # at 3 % need degrees 1 and 2 whole (9 functions) and part of degree 3
+    Y = np.random.default_rng(4).normal(size=(1500, 3))
+    assert 9 < kernel_matrix_rank(Y, 0.03) <= 9 + 10
