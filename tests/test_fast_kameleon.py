@@ -141,8 +141,19 @@ def test_invalid_parameters(gauss, kwargs, match):
         FastKameleonStep(**kwargs)
 
 
+@pytest.mark.slow
 def test_banana_strong_2d_quantiles():
     """2-d B(0.1, 100), 16 chains x 8000 draws (tune 2000): coverage error < 0.03, R-hat < 1.15.
+
+    Slow (run by hand, not in CI) since 2026-11-25: over every environment measured below a
+    correct F-KAMH passes at about 4 seeds in 5, and which seeds fail depends on the machine
+    (the chains follow the BLAS kernels OpenBLAS picks for the CPU), so its seed had to be
+    re-chosen again and again (below), after changes of the chains and on new machines.  The
+    last, seed 2, chosen on the second machine ((0.006, 1.082) on PyMC 5.28.5, (0.010, 1.058)
+    on PyMC 6.4), failed CI on PyMC 6.4 on a machine of the first kind: (0.0503, 1.364), the
+    same chains as the first machine's (Python 3.12 below).  CI keeps F-KAMH's exactness on a curved
+    target through ``test_banana_moderate_8d_quantiles``, whose negative control fails by a
+    bias (0.09 in every 4-chain group) and not by chance.
 
     With 4 chains this test passed only on a chosen seed.  Measured on PyMC 5 (2026-11-23),
     seeds 1-6, (coverage error, max R-hat):
