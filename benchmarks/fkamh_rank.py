@@ -20,7 +20,7 @@ coordinates, so every part measures there:
   polynomial degree (:func:`mehler_degree_shares`, Mehler's formula for the Gaussian kernel
   under a Gaussian), the rank of the exact (centred) kernel matrix of 2000 draws of
   N(0, I) at 3 %, the ``d (d + 3) / 2`` polynomials of degree 1 and 2, the F-KAMH rank at
-  3 % (as ``spectrum``) and the ratio of the two proposal products' multiply-adds;
+  3 % (as ``spectrum``) and the ratio of the two Gram products' multiply-adds;
 * ``distortion``: eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` (``S_F`` F-KAMH's proposal
   covariance, ``S_K`` KAMH's exact-kernel one, 1 = identical) on 1000 exact banana draws
   whitened by their sample mean and covariance, medians over 20 points and 3 feature draws,
@@ -144,11 +144,13 @@ def _mehler(dims, n: int = 2000, tolerance: float = 0.03, n_history: int = 1000)
         exact = kernel_matrix_rank(X, tolerance)
         D = default_n_features(d)
         (r,) = spectrum_ranks(rng.normal(size=(5000, d)), rng, (tolerance,))
-        ratio = (D / 2) * d * r / (n_history * d * (d + 1) / 2)
+        pairs = d * (d + 1) / 2
+        ratio = ((D / 2) * d * r + r * pairs) / (n_history * (pairs + 2 * d))
         print(f"| {d} | {s * s / d:.2f} | {shares[0]:.2f} / {shares[0] + shares[1]:.3f} | "
               f"{d * (d + 3) // 2} | {exact} | {r} ({D}) | {ratio:.1f} |", flush=True)
     print(f"\nexact kernel: {n} draws of N(0, I); multiply-adds of the proposal products: "
-          f"F-KAMH (D / 2) d r, KAMH n d (d + 1) / 2 with n = {n_history}")
+          f"F-KAMH (D / 2) d r + r d (d + 1) / 2, KAMH n (d (d + 1) / 2 + 2 d) with "
+          f"n = {n_history} (and n exponentials)")
 
 
 def distortion(d: int, b: float, whiten: bool = True, seeds=(0, 1, 2),
