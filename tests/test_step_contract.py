@@ -21,6 +21,7 @@ from pymc_kameleon import PseudoMarginalWarning, RandomWalkStep, pseudo_marginal
 from pymc_kameleon.compat import PYMC_VERSION
 from pymc_kameleon.models import counted_model
 from pymc_kameleon.models.targets import banana_logp
+from pymc_kameleon.steps.base import _progress_text
 
 
 @pytest.fixture(params=list(SAMPLERS), scope="module")
@@ -119,7 +120,20 @@ def test_progress_bar_columns(gauss, sampler):
     _, stats_list = step.step(gauss.initial_point())
     shown = update(stats_list[0])
     assert set(shown) == set(fields) and "accept" in shown and len(columns) == len(fields)
+    # the first draw is the warm-up's: a stat the sampler has not defined yet reads
+    # "warm-up" (KAMH's and F-KAMH's scaling), never "nan"
+    assert all(isinstance(text, str) and "nan" not in text for text in shown.values())
+    if type(step).__name__ in ("KameleonStep", "FastKameleonStep"):
+        assert shown["scaling"] == "warm-up"
     sample(gauss, sampler, draws=5, tune=5, chains=1, progressbar=True)
+
+
+def test_progress_bar_text():
+    assert _progress_text("accept", 0.2345, True) == "0.23"
+    assert _progress_text("scaling", 1234.5, False) == "1.23e+03"
+    assert _progress_text("scaling", np.float64(0.5), True) == "0.5"
+    assert _progress_text("scaling", np.nan, True) == "warm-up"
+    assert _progress_text("step_size", np.nan, False) == "-"
 
 
 def test_sampling_state_round_trip(gauss, sampler):

@@ -686,11 +686,11 @@ class BaseKernelStep(ArrayStepShared):
     @classmethod
     def _progressbar_config(cls, n_chains=1):
         columns = [
-            TextColumn(f"{{task.fields[{stat}]:{fmt}}}", table_column=Column(header, ratio=1))
+            TextColumn(f"{{task.fields[{stat}]}}", table_column=Column(header, ratio=1))
             for stat, header in cls._progress_columns
-            for fmt in ["0.2f" if stat == "accept" else "0.3g"]
         ]
-        stats = {stat: [0.0] * n_chains for stat, _ in cls._progress_columns}
+        stats = {stat: [_progress_text(stat, 0.0, False)] * n_chains
+                 for stat, _ in cls._progress_columns}
         return columns, stats
 
     @classmethod
@@ -698,9 +698,19 @@ class BaseKernelStep(ArrayStepShared):
         keys = [stat for stat, _ in cls._progress_columns]
 
         def update_stats(step_stats):
-            return {key: step_stats[key] for key in keys}
+            tune = bool(step_stats.get("tune", False))
+            return {key: _progress_text(key, step_stats[key], tune) for key in keys}
 
         return (update_stats,)
+
+
+def _progress_text(stat: str, value: float, tune: bool) -> str:
+    """A progress bar cell: a stat not defined yet (NaN, before the sampler's own kernel
+    starts) reads ``warm-up`` while tuning and ``-`` otherwise, not ``nan``."""
+    value = float(value)
+    if math.isnan(value):
+        return "warm-up" if tune else "-"
+    return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
 
 
 def random_walk_target(dim: int) -> float:
