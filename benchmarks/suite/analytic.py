@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import scales_data
+from .data import MULTINOMIAL_COUNTS, scales_data
 from .models import FUNNEL_SCALE, SCALES_K0, gauss50_cov
 
-__all__ = ["ANALYTIC", "banana_moments", "funnel_moments", "gauss50_moments", "scales_moments"]
+__all__ = ["ANALYTIC", "banana_moments", "dirichlet_moments", "funnel_moments", "gauss50_moments",
+           "scales_moments"]
 
 
 def scales_moments() -> tuple[np.ndarray, np.ndarray]:
@@ -64,6 +65,14 @@ def banana_moments(b: float, v: float = 100.0, dim: int = 8) -> tuple[np.ndarray
     return np.zeros(dim), sd
 
 
+def dirichlet_moments() -> tuple[np.ndarray, np.ndarray]:
+    """Flat Dirichlet prior, multinomial counts ``c``: ``p ~ Dirichlet(1 + c)``, whose
+    components have mean ``a_i / a_0`` and variance ``a_i (a_0 - a_i) / (a_0^2 (a_0 + 1))``."""
+    a = 1.0 + MULTINOMIAL_COUNTS.astype(float)
+    a0 = a.sum()
+    return a / a0, np.sqrt(a * (a0 - a) / (a0**2 * (a0 + 1.0)))
+
+
 #: Analytic moments by model name.
 ANALYTIC = {
     "scales": scales_moments,
@@ -71,4 +80,5 @@ ANALYTIC = {
     "funnel": funnel_moments,
     "banana-moderate": lambda: banana_moments(0.03),
     "banana-strong": lambda: banana_moments(0.1),
+    "dirichlet": dirichlet_moments,
 }

@@ -11,15 +11,25 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "CENSOR_AT",
     "EIGHT_SCHOOLS_SIGMA",
     "EIGHT_SCHOOLS_Y",
+    "MULTINOMIAL_COUNTS",
     "RadonData",
     "ScalesData",
+    "anova_data",
+    "censored_data",
+    "imputation_data",
+    "lkj_data",
     "logistic_data",
     "logistic_raw_data",
+    "mixture_data",
     "poisson_data",
     "radon_data",
+    "robust_data",
     "scales_data",
+    "timeseries_data",
+    "truncated_data",
 ]
 
 #: Rubin (1981), SAT coaching effects and standard errors of 8 schools (public).
@@ -114,3 +124,67 @@ def scales_data() -> ScalesData:
     dose = rng.uniform(500.0, 1500.0, size=20)
     response = 1e-3 * dose + rng.normal(0.0, 1.0, size=20)
     return ScalesData(failure_times, successes, trials, measurements, dose, response)
+
+
+# ------------------------------------------------------------------ the PyMC-feature models
+#: Category counts of the Dirichlet-multinomial model.
+MULTINOMIAL_COUNTS = np.array([10, 20, 5, 40])
+
+
+def imputation_data() -> np.ndarray:
+    """30 normal measurements (mean 1, sd 2), three of them missing (NaN)."""
+    y = np.random.default_rng(30303).normal(1.0, 2.0, size=30)
+    y[[3, 11, 22]] = np.nan
+    return y
+
+
+def lkj_data() -> np.ndarray:
+    """100 draws of a 3-d normal with sds (1, 2, 0.5) and correlations 0.5, 0.2, 0.3."""
+    corr = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]])
+    sds = np.array([1.0, 2.0, 0.5])
+    rng = np.random.default_rng(333)
+    return rng.multivariate_normal([0.5, -1.0, 2.0], corr * np.outer(sds, sds), size=100)
+
+
+def anova_data(n: int = 80, groups: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """One-way layout: group index of each of ``n`` observations and the responses."""
+    rng = np.random.default_rng(5555)
+    group = rng.integers(0, groups, size=n)
+    effects = np.linspace(-0.6, 0.6, groups)
+    return group, 2.0 + effects[group] + rng.normal(0.0, 1.0, size=n)
+
+
+def timeseries_data(n: int = 25) -> np.ndarray:
+    """A Gaussian random walk (innovation sd 0.3) observed with noise of sd 0.5."""
+    rng = np.random.default_rng(2525)
+    return np.cumsum(rng.normal(0.0, 0.3, size=n)) + rng.normal(0.0, 0.5, size=n)
+
+
+#: Upper censoring point of :func:`censored_data`.
+CENSOR_AT = 1.5
+
+
+def censored_data() -> np.ndarray:
+    """50 normal values (mean 1, sd 1) recorded as ``CENSOR_AT`` when above it."""
+    return np.minimum(np.random.default_rng(5050).normal(1.0, 1.0, size=50), CENSOR_AT)
+
+
+def mixture_data() -> np.ndarray:
+    """200 values from an equal mixture of N(-2, 1) and N(2, 1)."""
+    rng = np.random.default_rng(2002)
+    return np.concatenate([rng.normal(-2.0, 1.0, 100), rng.normal(2.0, 1.0, 100)])
+
+
+def robust_data(n: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """A line ``1 + 2 x`` with noise of sd 0.5 and three gross outliers."""
+    rng = np.random.default_rng(4040)
+    x = rng.normal(size=n)
+    y = 1.0 + 2.0 * x + rng.normal(0.0, 0.5, size=n)
+    y[[5, 17, 31]] += np.array([6.0, -5.0, 8.0])
+    return x, y
+
+
+def truncated_data() -> np.ndarray:
+    """Normal values (mean 0.5, sd 1) observed only when positive."""
+    y = np.random.default_rng(6060).normal(0.5, 1.0, size=60)
+    return y[y > 0]

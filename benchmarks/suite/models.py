@@ -35,6 +35,18 @@ from .data import (
     radon_data,
     scales_data,
 )
+from .feature_models import (
+    anova_zerosum_model,
+    censored_model,
+    dirichlet_multinomial_model,
+    imputation_model,
+    lkj_model,
+    mixture_model,
+    robust_regression_model,
+    timeseries_model,
+    timeseries_noncentred,
+    truncated_model,
+)
 
 __all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
            "set_glass_path"]
@@ -337,5 +349,27 @@ MODELS: dict[str, ModelSpec] = {
               9, False, False, "file",
               "benchmarks/data/gp_glass_reference.npz (4 exact pseudo-marginal RW chains)",
               pseudo_marginal=True, available=lambda: glass_path() is not None),
+        # PyMC features a drop-in step must handle (benchmarks/suite/feature_models.py)
+        _spec("imputation", "normal with 3 missing observations imputed", imputation_model,
+              5, True, True, "nuts", "NUTS 4 x 5000"),
+        _spec("lkj", "3-d normal, LKJ prior, packed Cholesky factor", lkj_model, 9, True,
+              True, "nuts", "NUTS 4 x 5000"),
+        _spec("dirichlet", "Dirichlet-multinomial, 4 categories (simplex)",
+              dirichlet_multinomial_model, 4, True, True, "analytic",
+              "closed form: Dirichlet(1 + counts)"),
+        _spec("anova-zerosum", "one-way ANOVA, ZeroSumNormal effects", anova_zerosum_model,
+              7, True, True, "nuts", "NUTS 4 x 5000"),
+        _spec("timeseries", "latent Gaussian random walk, 25 steps", timeseries_model, 26,
+              True, True, "nuts", "NUTS on the non-centred model (x deterministic)",
+              hard="funnel between the path x and its innovation sd sigma",
+              reference_factory=timeseries_noncentred, reference_target_accept=0.95),
+        _spec("censored", "normal, right-censored data", censored_model, 2, True, True,
+              "nuts", "NUTS 4 x 5000"),
+        _spec("mixture", "two-component normal mixture, ordered means", mixture_model, 4,
+              True, True, "nuts", "NUTS 4 x 5000"),
+        _spec("robust", "Student-t regression on pm.Data", robust_regression_model, 3, True,
+              True, "nuts", "NUTS 4 x 5000"),
+        _spec("truncated", "normal, data truncated at 0", truncated_model, 2, True, True,
+              "nuts", "NUTS 4 x 5000"),
     )
 }
