@@ -13,8 +13,9 @@ import pytest
 from scipy import stats
 
 from benchmarks.suite import cli, runner
-from benchmarks.suite.analytic import gauss50_moments
+from benchmarks.suite.analytic import dirichlet_moments, gauss50_moments
 from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
+from benchmarks.suite.data import MULTINOMIAL_COUNTS
 from benchmarks.suite.metrics import accuracy, diagnostics, stack_posterior
 from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov, set_glass_path
 from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
@@ -124,6 +125,27 @@ def test_scales_closed_form_matches_quadrature_of_the_model():
     table = np.array([[at(sigma2=a, mu=b) for b in mu] for a in s2])
     assert _grid_moments(s2, table, 0) == pytest.approx((mean["sigma2"], sd["sigma2"]), rel=2e-2)
     assert _grid_moments(mu, table, 1) == pytest.approx((mean["mu"], sd["mu"]), rel=2e-2)
+
+
+def test_dirichlet_closed_form_is_the_models_posterior():
+    """The model's density is Dirichlet(1 + counts) up to a constant; its moments are SciPy's."""
+    alpha = 1.0 + MULTINOMIAL_COUNTS
+    model = MODELS["dirichlet"].factory()
+    logp = model.compile_logp(jacobian=False)
+    vv = model.rvs_to_values[model["p"]]
+    transform = model.rvs_to_transforms[model["p"]]
+    points = np.random.default_rng(0).dirichlet(alpha, size=3)
+
+    def model_logp(p):
+        return logp({vv.name: transform.forward(pt.as_tensor(p)).eval()})
+
+    got = [model_logp(p) - model_logp(points[0]) for p in points[1:]]
+    want = [stats.dirichlet.logpdf(p, alpha) - stats.dirichlet.logpdf(points[0], alpha)
+            for p in points[1:]]
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+    mean, sd = dirichlet_moments()
+    np.testing.assert_allclose(mean, stats.dirichlet.mean(alpha), rtol=1e-12)
+    np.testing.assert_allclose(sd**2, stats.dirichlet.var(alpha), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- counting
