@@ -350,6 +350,12 @@ def test_the_process_is_warmed_up_before_the_first_run_is_timed(monkeypatch):
     runner.warm_up()
 
 
+def test_runs_on_cheap_models_have_a_time_limit_by_default():
+    assert cli.run_timeout(MODELS["timeseries"], None) == cli.CHEAP_TIMEOUT
+    assert cli.run_timeout(MODELS["lotka-volterra"], None) is None  # expensive: none
+    assert cli.run_timeout(MODELS["timeseries"], 30.0) == 30.0  # --timeout wins
+
+
 def test_default_steps_are_ours_with_defaults_and_pymcs():
     assert DEFAULT_SAMPLERS == ("kamh", "fkamh", "khmc", "rw", "metropolis", "demz", "slice",
                                 "nuts")

@@ -42,6 +42,19 @@ __all__ = ["DEFAULT", "QUICK", "main"]
 #: ``(tune, draws, chains)``.
 DEFAULT = (1000, 1000, 4)
 QUICK = (200, 200, 2)
+#: Seconds per run on a cheap model when ``--timeout`` is not given: the slowest cheap run
+#: measured took about 100 s (FastKameleonStep on gauss-50, quiet machine), but pm.Slice does
+#: not finish on the latent random walk (``timeseries``) in 300 s.  Expensive models get no
+#: default limit (pm.Slice on gp-glass took 51 min on a loaded machine).
+CHEAP_TIMEOUT = 600.0
+
+
+def run_timeout(spec, given: float | None) -> float | None:
+    """The time limit of a run on ``spec``: ``--timeout`` if given, else
+    :data:`CHEAP_TIMEOUT` for a cheap model and none for an expensive one."""
+    if given is not None:
+        return given
+    return CHEAP_TIMEOUT if spec.cheap else None
 
 
 def _split(value: str | None, known: dict, what: str, parser) -> list[str]:
@@ -74,7 +87,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--draws", type=int, help=f"draws per chain ({DEFAULT[1]})")
     parser.add_argument("--chains", type=int, help=f"number of chains ({DEFAULT[2]})")
     parser.add_argument("--seed", type=int, default=1234, help="random_seed of pm.sample")
-    parser.add_argument("--timeout", type=float, help="seconds per run (recorded as an error)")
+    parser.add_argument("--timeout", type=float,
+                        help=f"seconds per run, recorded as an error (default: {CHEAP_TIMEOUT:.0f} "
+                             "on cheap models, none on expensive ones)")
     parser.add_argument("--glass", type=Path,
                         help=f"glass.data for gp-glass (default: ${GLASS_ENV_VAR}, else "
                              f"{DEFAULT_GLASS}; skipped if absent)")
@@ -184,7 +199,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         mine = []
         for sampler in args.samplers:
             run = run_one(spec, sampler, ref, args.tune, args.draws, args.chains, args.seed,
-                          args.timeout)
+                          run_timeout(spec, args.timeout))
             mine.append(run)
             status = run.error or run.skipped or f"{run.wall:.1f} s"
             print(f"  [{name} / {sampler}: {status}]", file=sys.stderr, flush=True)
