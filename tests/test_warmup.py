@@ -38,6 +38,22 @@ def test_affine_map_round_trip_and_whitening():
     np.testing.assert_allclose(amap.cov, cov)
 
 
+
+@pytest.mark.parametrize("d", [1, 2, 7, 50])
+def test_affine_map_to_u_is_scipys_triangular_solve_to_the_bit(d):
+    """``to_u`` calls LAPACK directly (once per draw, scipy's wrapper cost more than the
+    solve); it must give exactly scipy's result, so that chains are those of the
+    documented runs, on badly scaled inputs too."""
+    from scipy.linalg import solve_triangular
+
+    rng = np.random.default_rng(d)
+    for _ in range(10):
+        A = rng.normal(size=(d, 3 * d)) * 10.0 ** rng.uniform(-3, 3, size=(d, 1))
+        amap = AffineMap.from_cov(rng.normal(size=d), A @ A.T / d + 1e-6 * np.eye(d))
+        x = rng.normal(size=d) * 10.0 ** rng.uniform(-3, 3)
+        expected = solve_triangular(amap.chol, x - amap.mean, lower=True)
+        assert np.array_equal(amap.to_u(x), expected)
+
 def test_window_ends_grow_and_end_at_the_warmup_length():
     assert window_ends(500) == (75, 125, 225, 500)
     ends = window_ends(40)
