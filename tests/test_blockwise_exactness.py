@@ -68,4 +68,6 @@ def test_block_steps_evaluate_once_per_iteration(model):
         idata = pm.sample(draws=50, tune=50, chains=1, step=steps, random_seed=1,
                           progressbar=False, compute_convergence_checks=False)
     n_evals = idata.sample_stats["n_evals"].values  # (chain, draw, step)
-    assert np.all(n_evals == 2)  # 2 iterations per draw (d = 1), no refresh evaluations
+    # n_steps iterations per draw (d = 1: the default's floor, 5), no refresh evaluations
+    assert steps[0].n_steps == steps[1].n_steps == 5
+    assert np.all(n_evals == 5)

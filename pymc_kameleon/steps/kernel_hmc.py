@@ -181,7 +181,7 @@ class KernelHMCStep(BaseKernelStep):
       random walk.
       Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
       tuning points), the step stays the random walk, and after tuning it takes the random
-      walk's ``max(2, d)`` iterations per draw unless ``n_steps`` is given.
+      walk's ``max(5, d)`` iterations per draw unless ``n_steps`` is given.
     * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
       than 20 distinct points, the step stays a random walk.
 
@@ -259,10 +259,10 @@ class KernelHMCStep(BaseKernelStep):
         mixture off.
     n_steps, warmup_draws, laplace
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
-        as is.  By default a draw runs the random walk's ``max(2, d)`` iterations in the
+        as is.  By default a draw runs the random walk's ``max(5, d)`` iterations in the
         warm-up, ``ceil(sqrt(d))`` in the kernel phase of tuning (a trajectory moves further
         per evaluation), and after tuning ``ceil(sqrt(d))`` if a surrogate is in use, else
-        ``max(2, d)`` (the step is then a random walk); fixed from ``stop_tuning()`` on.
+        ``max(5, d)`` (the step is then a random walk); fixed from ``stop_tuning()`` on.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
