@@ -398,6 +398,22 @@ def test_default_iterations_follow_the_surrogate_in_use_and_freeze(gauss9):
     np.testing.assert_allclose(accepted * 3, np.round(accepted * 3), atol=1e-9)
 
 
+def test_default_iterations_in_two_dimensions(gauss):
+    # d = 2: max(2, d) = 2 in the warm-up (its draws are discarded, the base's floor of 5
+    # would only add evaluations) and ceil(sqrt(2)) = 2 in the kernel phase; a step that
+    # ends tuning as a random walk takes the random walk's max(5, d) = 5, also when tuning
+    # ends within the warm-up
+    make = partial(KernelHMCStep, warmup_draws=20)
+    idata, step = _sample_keeping_step(gauss, make, draws=30, tune=40)
+    tuning, draws, surrogate = _iteration_counts(idata)
+    assert np.all(surrogate == 0)
+    assert np.all(tuning == 2)
+    assert np.all(draws == 5) and step.n_steps == 5
+    idata, step = _sample_keeping_step(gauss, make, draws=30, tune=10)  # within the warm-up
+    tuning, draws, _ = _iteration_counts(idata)
+    assert np.all(tuning == 2) and np.all(draws == 5) and step.n_steps == 5
+
+
 @pytest.mark.parametrize("n_steps", [1, 4])
 def test_user_iterations_are_respected(gauss9, n_steps):
     """A user's n_steps holds in the warm-up, the random-walk phase and with a surrogate.
