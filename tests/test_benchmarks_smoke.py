@@ -145,3 +145,22 @@ def test_mehler_degree_shares_against_the_kernel_matrix_spectrum():
     # at 3 % need degrees 1 and 2 whole (9 functions) and part of degree 3
     Y = np.random.default_rng(4).normal(size=(1500, 3))
     assert 9 < kernel_matrix_rank(Y, 0.03) <= 9 + 10
+
+
+def test_iterations_per_draw_old_default_and_cost_split(capsys):
+    import pymc as pm
+
+    from benchmarks.iterations_per_draw import _cost, _old_default
+    from pymc_kameleon import KameleonStep
+
+    for dim, expected in ((2, 2), (7, 7)):
+        with pm.Model():
+            pm.Normal("x", shape=dim)
+            step = _old_default(KameleonStep)()
+            assert step.n_steps == expected
+            assert KameleonStep().n_steps == max(5, dim)  # today's default
+    per_draw, per_iteration = _cost("censored", "rw", counts=(1, 4), repeats=1, tune=40,
+                                    draws=40)
+    out = capsys.readouterr().out
+    assert "| 1 |" in out and "| 4 |" in out and "per iteration" in out
+    assert np.isfinite(per_draw) and np.isfinite(per_iteration)  # no timing asserted

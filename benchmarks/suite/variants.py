@@ -3,8 +3,10 @@
 Every variant runs with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chains) through
 :func:`~benchmarks.suite.runner.run_one`, one run per model, seed and variant; a markdown
 table of min bulk ESS, ESS per 1000 log-density evaluations and max R-hat per run is printed
-as the runs finish, with the sum of the ESS per variant at the end.  Used by
-:mod:`benchmarks.fkamh_rank` and :mod:`benchmarks.kamh_gamma`.
+and the suite's criteria (✓, or the letters of the failing ones, as in the suite's tables)
+per run is printed as the runs finish, with the sum of the ESS and the number of runs that
+meet all four criteria per variant at the end.  Used by :mod:`benchmarks.fkamh_rank`,
+:mod:`benchmarks.kamh_gamma` and :mod:`benchmarks.iterations_per_draw`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from ..common import SamplerSpec, quiet_pymc
 from .models import MODELS
 from .reference import load_reference
+from .report import _failed_letters
 from .runner import SAMPLERS, run_one
 
 __all__ = ["compare_variants"]
@@ -31,10 +34,11 @@ def compare_variants(models: list[str], seeds: list[int],
         key = f"variant: {label}"
         SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
         keys[label] = key
-    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat)"
+    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat) criteria"
                                          for label in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
+    passed = dict.fromkeys(variants, 0)
     for name in models:
         spec, ref = MODELS[name], load_reference(name)
         for seed in seeds:
@@ -46,8 +50,12 @@ def compare_variants(models: list[str], seeds: list[int],
                     continue
                 acc = run.accuracy
                 totals[label] += acc["min_ess_bulk"]
+                passed[label] += bool(acc["all_ok"])
                 cells.append(f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
-                             f"({acc['max_rhat']:.3f})")
+                             f"({acc['max_rhat']:.3f}) {_failed_letters(run)}")
             print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
     print("| sum of min bulk ESS | | " + " | ".join(f"{totals[k]:.0f}" for k in variants) + " |")
+    runs = len(models) * len(seeds)
+    print("| runs meeting all four criteria | | "
+          + " | ".join(f"{passed[k]} of {runs}" for k in variants) + " |")
     return totals
