@@ -117,8 +117,12 @@ def test_one_logp_evaluation_per_iteration(sampler):
                               idata.sample_stats.n_evals.values[0]])
     assert counts[0] == n_evals[0] >= 2  # the start is evaluated twice (noise check)
     np.testing.assert_array_equal(np.diff(counts), n_evals[1:])
-    # after the first draw, one evaluation per iteration (none for a diverged trajectory)
-    assert np.all(n_evals[1:] <= step.n_steps) and n_evals[1:].mean() > 0.9 * step.n_steps
+    # after the first draw, one evaluation per iteration (none for a diverged trajectory):
+    # at most the 5 iterations of the default at d = 2 while tuning (kernel HMC: 2 in its
+    # warm-up and kernel phase), and the frozen count of the step after tuning
+    after = idata.sample_stats.n_evals.values[0]
+    assert np.all(n_evals[1:] <= 5)
+    assert np.all(after <= step.n_steps) and after.mean() > 0.9 * step.n_steps
     assert len(counts) == 600
 
 
