@@ -398,7 +398,7 @@ class KernelHMCStep(BaseKernelStep):
             # The warm-up's draws are discarded and the kernel phase has its own count, so
             # the base's floor of 5 would only add evaluations here: max(2, d) as before it.
             # Measured with the floor (2-4-d suite models, seeds 1-3): the same ESS at
-            # 10-30 % less ESS per evaluation, and on the truncated normal the sd of mu
+            # 7-34 % less ESS per evaluation, and on the truncated normal the sd of mu
             # 0.83-0.91 of the reference in 4 of 5 seeds (0.95-1.11 without).
             return max(2, self.dim) if self.tune else super()._default_n_steps()
         if not self.tune and self._adapt.estimator is None:
