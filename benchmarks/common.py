@@ -247,6 +247,13 @@ class ChainResult:
         return out
 
 
+def model_dim(model: pm.Model | None = None) -> int:
+    """Number of scalars of the free variables of ``model`` (default: the model in
+    context), the ``d`` of a step that samples all of them."""
+    point = pm.modelcontext(model).initial_point()
+    return int(sum(np.size(v) for v in point.values()))
+
+
 def quiet_pymc() -> None:
     """Silence PyMC's logging and the warnings of short or badly mixing runs."""
     logging.getLogger("pymc").setLevel(logging.ERROR)

@@ -152,15 +152,17 @@ def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
 
 
 def time_sample(make, dim: int, tune: int, draws: int, ours: bool, seed: int = 0,
-                repeats: int = 3) -> dict:
-    """End to end: ``pm.sample`` (one chain, tuning included) on ``banana_model(dim)``,
-    the median of ``repeats`` runs (seeds ``seed, seed + 1, ...``).
+                repeats: int = 3, model: pm.Model | None = None) -> dict:
+    """End to end: ``pm.sample`` (one chain, tuning included) on ``banana_model(dim)``
+    (or on ``model``, when given), the median of ``repeats`` runs (seeds
+    ``seed, seed + 1, ...``).
 
     The step is built before the clock starts (it compiles the log density); the time is
     PyMC's own ``sampling_time`` attribute.  MH iterations are the log-density evaluations
     (the ``n_evals`` stat, tuning included) for our steps and one per draw for PyMC's.
     """
-    model = banana_model(dim, b=B)
+    if model is None:
+        model = banana_model(dim, b=B)
     runs = []
     for rep in range(repeats):
         with model:

@@ -11,9 +11,10 @@ Usage::
   iterations per draw and once with ``n_steps = max(2, d)``, the default before
   2026-11-26; on the suite's 2-4-d models (the only ones where the two differ) the floor
   decides how much a draw of ``pm.sample``'s budget holds;
-* ``cost``: seconds per chain (1000 tuning draws and 1000 draws, the best of 3, tuning
-  included) of one step on one model at ``n_steps`` = 1, 2, 5, 10, 20, and the least-squares
-  split of that time into a cost per draw and a cost per iteration.
+* ``cost``: seconds per chain (1000 tuning draws and 1000 draws, tuning included, PyMC's
+  ``sampling_time``, the median of 3: :func:`benchmarks.cost_per_step.time_sample`) of one
+  step on one model at ``n_steps`` = 1, 2, 5, 10, 20, and the least-squares split of that
+  time into a cost per draw and a cost per iteration.
 
 The results are on ``docs/benchmarks/suite.md``.
 """
@@ -21,10 +22,8 @@ The results are on ``docs/benchmarks/suite.md``.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
-import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 
@@ -36,38 +35,30 @@ STEPS = {"kamh": KameleonStep, "fkamh": FastKameleonStep, "rw": RandomWalkStep,
 
 def _old_default(cls):
     """``cls`` with the iterations per draw of the default before 2026-11-26."""
-    def make():
-        point = pm.modelcontext(None).initial_point()
-        return cls(n_steps=max(2, sum(np.size(v) for v in point.values())))
-    return make
+    from .common import model_dim
+
+    return lambda: cls(n_steps=max(2, model_dim()))
 
 
 def _cost(model_name: str, step: str, counts=(1, 2, 5, 10, 20), repeats: int = 3,
           tune: int = 1000, draws: int = 1000) -> tuple[float, float]:
     """Print the seconds per chain at each count; return the cost per draw and per
     iteration (seconds) fitted to them."""
-    from .common import quiet_pymc
+    from .common import model_dim, quiet_pymc
+    from .cost_per_step import time_sample
     from .suite.models import MODELS
 
     quiet_pymc()
     model, cls = MODELS[model_name].factory(), STEPS[step]
-    kwargs = dict(tune=tune, draws=draws, chains=1, cores=1, progressbar=False,
-                  compute_convergence_checks=False)
-    with model:  # compile and warm up once, untimed
-        pm.sample(**{**kwargs, "tune": 50, "draws": 50}, step=cls(), random_seed=0)
-    print(f"| {model_name}, {cls.__name__}: n_steps | seconds per chain (best of {repeats}) |")
+    dim = model_dim(model)
+    print(f"| {model_name}, {cls.__name__}: n_steps | seconds per chain (median of {repeats}) |")
     print("|---|---|")
     seconds = []
     for n in counts:
-        best = np.inf
-        for seed in range(repeats):
-            with model:
-                step_obj = cls(n_steps=n)
-                start = time.perf_counter()
-                pm.sample(**kwargs, step=step_obj, random_seed=seed)
-                best = min(best, time.perf_counter() - start)
-        seconds.append(best)
-        print(f"| {n} | {best:.3f} |", flush=True)
+        res = time_sample(lambda n=n: cls(n_steps=n), dim, tune, draws, ours=True,
+                          repeats=repeats, model=model)
+        seconds.append(res["seconds"])
+        print(f"| {n} | {res['seconds']:.3f} |", flush=True)
     total = tune + draws
     per_draw, per_iteration = np.linalg.lstsq(
         np.column_stack([np.full(len(counts), total), total * np.asarray(counts, float)]),

@@ -33,7 +33,6 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep
 from pymc_kameleon.math.kamh import kamh_gram
@@ -109,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "paper":
         _paper(args.target, args.chains, args.out, args.tune, args.draws)
         return
+    from .common import model_dim
     from .suite.variants import compare_variants
 
     cls = KameleonStep if args.step == "kamh" else FastKameleonStep
@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             return lambda: cls(gamma=g)
 
         def make():  # the dimension of the model being sampled
-            point = pm.modelcontext(None).initial_point()
-            return cls(gamma=g * 2.38 / np.sqrt(sum(np.size(v) for v in point.values())))
+            return cls(gamma=g * 2.38 / np.sqrt(model_dim()))
         return make
 
     unit = " x 2.38/sqrt(d)" if args.relative else ""
