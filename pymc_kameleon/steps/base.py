@@ -78,9 +78,9 @@ __all__ = ["BaseKernelStep", "ChainState", "Proposal"]
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
 _PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
 _LAPLACE_MAX_DIM = 100
-# Fewest iterations per draw by default.  A draw costs as much as three to six iterations
-# besides them (PyMC's loop, the stored value's key, the stats: 76 us against 26 us per
-# KAMH iteration and 12.5 us per random-walk iteration on a 2-d model, Python 3.11).  On
+# Fewest iterations per draw by default.  A draw costs as much as two to four iterations
+# besides them (PyMC's loop, the stored value's key, the stats: 51-65 us against 26 us per
+# KAMH iteration and 13 us per random-walk iteration on a 2-d model, Python 3.11).  On
 # the suite's 2-4-d models at pm.sample's defaults (seeds 1-3), 35 of 45 runs of the
 # random walk, KAMH and F-KAMH met the suite's four criteria with max(2, d) iterations
 # (none on the truncated normal), 45 of 45 with 5 (R-hat <= 1.008, bulk ESS >= 501), at
