@@ -174,3 +174,70 @@ def test_rw_ceiling_joint_walk_beats_coordinate_updates_a_little(capsys):
     ((d, joint, coord),) = rw_ceiling(["--dims", "2", "--chains", "32", "--evals", "3000"])
     assert d == 2 and 0.9 < joint / coord < 1.6
     assert "| 2 |" in capsys.readouterr().out
+
+
+def test_compare_variants_takes_factories_and_suite_samplers(capsys):
+    """A step factory and a suite sampler by name side by side, wall time in every cell."""
+    from benchmarks.suite.variants import compare_variants
+    from pymc_kameleon import RandomWalkStep
+
+    totals = compare_variants(["censored"], [1],
+                              {"rw, 3 per draw": lambda: RandomWalkStep(n_steps=3),
+                               "pm.Metropolis": "metropolis"}, tune=30, draws=30, chains=1)
+    assert set(totals) == {"rw, 3 per draw", "pm.Metropolis"}
+    assert all(v > 0 for v in totals.values())
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| censored | 1 |"))
+    cells = [c.strip() for c in row.split("|")[3:-1]]
+    assert len(cells) == 2 and "error" not in row
+    for cell in cells:  # "ESS, per 1k (R-hat) wall criteria"
+        wall = float(cell.split(")")[1].split()[0])
+        assert wall > 0
+    assert "runs meeting all four criteria" in out
+
+
+def test_reference_covariance_in_unconstrained_coordinates():
+    """The covariance of the reference draws in the coordinates a step samples: ``log tau``
+    for the HalfCauchy scale of eight schools, in the order of the value variables."""
+    from benchmarks.known_covariance import reference_covariance
+    from benchmarks.suite.models import MODELS
+    from benchmarks.suite.reference import load_reference
+
+    model = MODELS["eight-schools-nc"].factory()
+    C = reference_covariance(model, "eight-schools-nc")
+    assert C.shape == (10, 10)
+    np.testing.assert_allclose(C, C.T)
+    assert np.linalg.eigvalsh(C).min() > 0
+    ref = load_reference("eight-schools-nc")
+    draws = np.asarray(ref.sample, dtype=float)
+    tau = ref.labels.index("tau")
+    assert [v.name for v in model.value_vars][1] == "tau_log__"
+    assert C[1, 1] == pytest.approx(np.var(np.log(draws[:, tau]), ddof=1))
+    mu = ref.labels.index("mu")
+    assert C[0, 0] == pytest.approx(np.var(draws[:, mu], ddof=1))
+    with pytest.raises(ValueError, match="closed form"):
+        reference_covariance(MODELS["scales"].factory(), "scales")
+    with pytest.raises(ValueError, match="not supported"):
+        reference_covariance(MODELS["lkj"].factory(), "lkj")
+
+
+def test_learned_spread_is_one_for_the_reference_preconditioner(monkeypatch):
+    """The whitened spread is exactly 1 when the warm-up's preconditioner is the
+    reference covariance's own factor, and a real (short) warm-up gives a positive range."""
+    import benchmarks.known_covariance as kc
+    from benchmarks.suite.models import MODELS
+    from pymc_kameleon.adaptation.warmup import AffineMap
+
+    low, high = kc.learned_spread("eight-schools-nc", seed=1, tune=60)
+    assert 0 < low <= high
+    cov = kc.reference_covariance(MODELS["eight-schools-nc"].factory(), "eight-schools-nc")
+
+    class Exact(kc.RandomWalkStep):  # the warm-up's map replaced by the exact one
+        def astep(self, q0):
+            out = super().astep(q0)
+            self._warm.precond = AffineMap.from_cov(np.zeros(self.dim), cov)
+            return out
+
+    monkeypatch.setattr(kc, "RandomWalkStep", Exact)
+    low, high = kc.learned_spread("eight-schools-nc", seed=1, tune=5)
+    assert low == pytest.approx(1.0, abs=1e-8) and high == pytest.approx(1.0, abs=1e-8)

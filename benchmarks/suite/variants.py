@@ -4,8 +4,9 @@ Every variant runs with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chain
 :func:`~benchmarks.suite.runner.run_one`, one run per model, seed and variant; a markdown
 table of min bulk ESS, ESS per 1000 log-density evaluations and max R-hat per run is printed
 and the suite's criteria (✓, or the letters of the failing ones, as in the suite's tables)
-per run is printed as the runs finish, with the sum of the ESS and the number of runs that
-meet all four criteria per variant at the end.  Used by :mod:`benchmarks.fkamh_rank`,
+per run is printed as the runs finish, with the wall time of the run (step construction and
+``pm.sample``, chains one after the other), and the sum of the ESS and the number of runs
+that meet all four criteria per variant at the end.  Used by :mod:`benchmarks.fkamh_rank`,
 :mod:`benchmarks.kamh_gamma` and :mod:`benchmarks.iterations_per_draw`.
 """
 
@@ -23,18 +24,24 @@ __all__ = ["compare_variants"]
 
 
 def compare_variants(models: list[str], seeds: list[int],
-                     variants: dict[str, Callable[[], object]]) -> dict[str, float]:
+                     variants: dict[str, Callable[[], object] | str], tune: int = 1000,
+                     draws: int = 1000, chains: int = 4) -> dict[str, float]:
     """Print one table row per model and seed, one cell per variant; return the ESS sums.
 
-    ``variants`` maps a label to a step factory (called inside the model context).
+    ``variants`` maps a label to a step factory (called inside the model context) or to the
+    name of one of the suite's samplers (e.g. ``"metropolis"``).  ``tune``, ``draws`` and
+    ``chains`` are ``pm.sample``'s defaults unless given (smaller ones for tests).
     """
     quiet_pymc()
     keys = {}
     for label, factory in variants.items():
+        if isinstance(factory, str):
+            keys[label] = factory
+            continue
         key = f"variant: {label}"
         SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
         keys[label] = key
-    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat) criteria"
+    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria"
                                          for label in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
@@ -44,7 +51,7 @@ def compare_variants(models: list[str], seeds: list[int],
         for seed in seeds:
             cells = []
             for label, key in keys.items():
-                run = run_one(spec, key, ref, 1000, 1000, 4, seed)
+                run = run_one(spec, key, ref, tune, draws, chains, seed)
                 if run.error:
                     cells.append(f"error: {run.error[:40]}")
                     continue
@@ -52,7 +59,7 @@ def compare_variants(models: list[str], seeds: list[int],
                 totals[label] += acc["min_ess_bulk"]
                 passed[label] += bool(acc["all_ok"])
                 cells.append(f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
-                             f"({acc['max_rhat']:.3f}) {_failed_letters(run)}")
+                             f"({acc['max_rhat']:.3f}) {run.wall:.1f} {_failed_letters(run)}")
             print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
     print("| sum of min bulk ESS | | " + " | ".join(f"{totals[k]:.0f}" for k in variants) + " |")
     runs = len(models) * len(seeds)
