@@ -29,7 +29,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep
+from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import as_dataset, group_dataset
 from pymc_kameleon.models import banana_model, counted_model, flower_model
 from pymc_kameleon.models.targets import (
@@ -43,6 +43,7 @@ from pymc_kameleon.models.targets import (
 
 __all__ = [
     "SAMPLERS",
+    "STEP_CLASSES",
     "TARGETS",
     "ChainResult",
     "SamplerSpec",
@@ -154,6 +155,11 @@ class SamplerSpec:
     ours: bool = False
     gradient: bool = False
     full_fraction: float = 1.0
+
+
+#: Our step classes by their command-line keys, for scripts that build them with arguments.
+STEP_CLASSES = {"kamh": KameleonStep, "fkamh": FastKameleonStep, "rw": RandomWalkStep,
+                "khmc": KernelHMCStep}
 
 
 def _kamh():

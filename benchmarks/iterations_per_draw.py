@@ -32,18 +32,14 @@ import argparse
 
 import numpy as np
 
-from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from .common import STEP_CLASSES as STEPS
+from .common import model_dim, quiet_pymc
 
 __all__ = ["main"]
-
-STEPS = {"kamh": KameleonStep, "fkamh": FastKameleonStep, "rw": RandomWalkStep,
-         "khmc": KernelHMCStep}
 
 
 def _old_default(cls):
     """``cls`` with the iterations per draw of the default before 2026-11-26."""
-    from .common import model_dim
-
     return lambda: cls(n_steps=max(2, model_dim()))
 
 
@@ -51,7 +47,6 @@ def _cost(model_name: str, step: str, counts=(1, 2, 5, 10, 20), repeats: int = 3
           tune: int = 1000, draws: int = 1000) -> tuple[float, float]:
     """Print the seconds per chain at each count; return the cost per draw and per
     iteration (seconds) fitted to them."""
-    from .common import model_dim, quiet_pymc
     from .cost_per_step import time_sample
     from .suite.models import MODELS
 

@@ -42,12 +42,12 @@ import argparse
 import numpy as np
 import pymc as pm
 
-from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from pymc_kameleon import RandomWalkStep
+
+from .common import STEP_CLASSES as STEPS
+from .common import model_dim
 
 __all__ = ["learned_spread", "main", "reference_covariance"]
-
-STEPS = {"kamh": KameleonStep, "fkamh": FastKameleonStep, "rw": RandomWalkStep,
-         "khmc": KernelHMCStep}
 
 
 def reference_covariance(model: pm.Model, name: str) -> np.ndarray:
@@ -101,7 +101,6 @@ def learned_spread(name: str, seed: int, tune: int = 1000) -> tuple[float, float
 
 def _known(name: str, factor: int):
     """A factory of the frozen random walk with the reference covariance of ``name``."""
-    from .common import model_dim
 
     def build():
         model = pm.modelcontext(None)
