@@ -696,9 +696,10 @@ class BaseKernelStep(ArrayStepShared):
             end = int(_LATE_WINDOW_SHARE * self._chain_tune)
             return [end] if end > last else []
         tune = _PM_DEFAULT_TUNE
-        while (end := int(_LATE_WINDOW_SHARE * tune)) <= draw:
-            if end > last:
-                ends.append(end)
+        while int(_LATE_WINDOW_SHARE * tune) <= last:
+            tune *= 2
+        while int(_LATE_WINDOW_SHARE * tune) <= max(draw, last):
+            ends.append(int(_LATE_WINDOW_SHARE * tune))
             tune *= 2
         return ends
 
