@@ -4,7 +4,6 @@ Usage::
 
     python -m benchmarks.known_covariance [--models radon-nc] [--seeds 1,2,3]
         [--steps rw,kamh,fkamh,khmc]
-    python -m benchmarks.known_covariance --part windows [--models ...] [--seeds 1,2,3]
 
 On each suite model, with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chains,
 :func:`benchmarks.suite.variants.compare_variants`):
@@ -26,11 +25,6 @@ draws), the budget of ``pm.sample``'s defaults is too small for a random walk on
 posterior whatever its preconditioning, and a kernel proposal has to do better than a
 Gaussian one to meet them.  The models whose free variables have transforms other than
 ``log`` are not supported (a ``ValueError`` says which).
-
-``--part windows``: ``RandomWalkStep`` with its default covariance windows against the
-windows it had before 2026-11-26 (``warmup_draws=500``, which reproduces them at ``tune =
-1000``: windows ending at 75, 125, 225 and 500 draws, the next one at 1000 never used),
-on each model and seed of ``--models`` and ``--seeds``.
 
 The results are on ``docs/benchmarks/suite.md``.
 """
@@ -115,16 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default="radon-nc")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", default="rw,kamh,fkamh,khmc")
-    parser.add_argument("--part", choices=("known", "windows"), default="known")
     args = parser.parse_args(argv)
     from .suite.variants import compare_variants
 
     seeds = [int(s) for s in args.seeds.split(",")]
-    if args.part == "windows":
-        compare_variants(args.models.split(","), seeds,
-                         {"default windows": RandomWalkStep,
-                          "windows before 2026-11-26": lambda: RandomWalkStep(warmup_draws=500)})
-        return
     for name in args.models.split(","):
         print(f"\n**{name}**\n")
         print("| seed | reference covariance whitened by the learned preconditioner: "
