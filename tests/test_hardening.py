@@ -17,7 +17,7 @@ from checks import SAMPLERS, ks_pvalue, plot_trace, sample
 from scipy import stats
 
 from pymc_kameleon import RandomWalkStep
-from pymc_kameleon.compat import PYMC_VERSION, group_dataset, max_rhat, start_chain
+from pymc_kameleon.compat import group_dataset, max_rhat, start_chain
 
 
 @pytest.fixture(params=list(SAMPLERS), scope="module")
@@ -305,42 +305,3 @@ def test_a_block_without_elements_is_a_clear_error(sampler):
         with pytest.raises(ValueError, match=r"\['empty'\] have no elements"):
             sampler([empty])
         assert sampler().dim == 1  # next to another variable it is simply carried along
-
-
-def test_random_walk_windows_use_the_tuning_after_the_warm_up():
-    """The random walk adapts its covariance for the whole tuning phase.  Its window after
-    the warm-up's (75, 125, 225, 500 draws at tune=1000) ended with tuning and was never
-    used: half of pm.sample's tuning collected and thrown away.  One more now ends at 90 %
-    of tuning (PyMC 5, which does not tell a step its tuning length: of 1000 * 2**k), and
-    the scale re-adapts in the last tenth."""
-    with pm.Model() as model:
-        pm.Normal("x", 0.0, [1.0, 10.0], shape=2)
-        step = RandomWalkStep(laplace=False)
-    ends = {tune: [] for tune in (1000, 2000)}
-    for tune in ends:
-        start_chain(step, 1, tune=tune, draws=10)
-        step.reset_tuning()
-        point = model.initial_point()
-        for _ in range(tune):
-            before = step._warm.window_index
-            point = step.step(point)[0]
-            if step._warm.window_index > before:  # a window closed at the start of a draw
-                ends[tune].append(step._warm.draw - 1)
-        step.stop_tuning()
-    assert ends[1000] == [75, 125, 225, 500, 900]
-    told = PYMC_VERSION[0] >= 6  # PyMC 6 tells the step tune=2000: its warm-up is 1000
-    assert ends[2000] == ([150, 250, 450, 1000, 1800] if told
-                          else [75, 125, 225, 500, 900, 1800])
-    # the last window (draws 1000-1800 or 900-1800) set the preconditioner
-    np.testing.assert_allclose(np.sqrt(np.diag(step._warm.precond.cov)), [1.0, 10.0],
-                               rtol=0.25)
-    # the scale re-adapted to it: the draws accept near the target, 0.234 + 0.206 / 2
-    accepts = []
-    for _ in range(300):
-        point, stats = step.step(point)
-        accepts.append(stats[0]["accept"])
-    assert abs(np.mean(accepts) - 0.337) < 0.1
-    # given warmup_draws, the user's windows keep doubling
-    with model:
-        given = RandomWalkStep(laplace=False, warmup_draws=100)
-    assert given._late_window_ends(100, 350) == [200, 400]

@@ -86,12 +86,6 @@ _LAPLACE_MAX_DIM = 100
 # (none on the truncated normal), 45 of 45 with 5 (R-hat <= 1.008, bulk ESS >= 501), at
 # the same ESS per evaluation and 1.1-2.7x the ESS per second (docs/benchmarks/suite.md).
 _MIN_DEFAULT_STEPS = 5
-_PM_DEFAULT_TUNE = 1000  # pm.sample's tune, assumed when PyMC does not tell a step (PyMC 5)
-# A step without a kernel phase (the random walk) adapts for the whole tuning phase: after
-# the warm-up's windows one more ends at this share of tuning, so that the tuning draws
-# after the warm-up feed the covariance and the scale re-adapts to it in the last tenth.
-# Before, the next window ended with tuning and was never used: half of pm.sample's tuning.
-_LATE_WINDOW_SHARE = 0.9
 
 
 @dataclass
@@ -659,49 +653,22 @@ class BaseKernelStep(ArrayStepShared):
             return self.warmup_draws
         if self._chain_tune:
             return max(1, self._chain_tune // 2)
-        return _PM_DEFAULT_TUNE // 2
+        return 500
 
     def _warmup_windows(self) -> None:
         """At a window end: new preconditioner; at the last one, hand over to the sampler."""
         w = self._warm
         length = self._warmup_length()
         ends = list(window_ends(length))
-        if not self._has_kernel_phase:  # windows for the whole tuning phase
-            ends += self._late_window_ends(ends[-1], w.draw)
+        if not self._has_kernel_phase:  # keep doubling windows for the whole tuning phase
+            while ends[-1] < w.draw:
+                ends.append(2 * ends[-1])
         if w.draw not in ends:
             return
         self._update_preconditioner()
         if self._has_kernel_phase and w.draw >= length:
             w.phase = "kernel"
             self._adapt = self._initial_adapt_state()
-
-    def _late_window_ends(self, last: int, draw: int) -> list[int]:
-        """Window ends after the warm-up's (``last``) up to ``draw``, for a step that adapts
-        its random walk for the whole tuning phase.
-
-        Given ``warmup_draws``, windows keep doubling.  Otherwise one more window ends at 90 %
-        of tuning (when PyMC tells a step the number of tuning draws ``T``, PyMC >= 6) or
-        at 90 % of ``1000 * 2**k`` (PyMC 5: pm.sample's default tune assumed, and its
-        doublings); the last tenth re-adapts the scale to the new covariance.  At ``T =
-        1000`` both give windows ending at 75, 125, 225, 500 and 900 draws.
-        """
-        ends: list[int] = []
-        if self.warmup_draws is not None:  # the user's windows: keep doubling
-            end = last
-            while end < draw:
-                end *= 2
-                ends.append(end)
-            return ends
-        if self._chain_tune:
-            end = int(_LATE_WINDOW_SHARE * self._chain_tune)
-            return [end] if end > last else []
-        tune = _PM_DEFAULT_TUNE
-        while int(_LATE_WINDOW_SHARE * tune) <= last:
-            tune *= 2
-        while int(_LATE_WINDOW_SHARE * tune) <= max(draw, last):
-            ends.append(int(_LATE_WINDOW_SHARE * tune))
-            tune *= 2
-        return ends
 
     def _update_preconditioner(self) -> None:
         w = self._warm

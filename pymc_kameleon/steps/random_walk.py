@@ -23,10 +23,8 @@ class RandomWalkStep(BaseKernelStep):
 
     It is the step base's warm-up for the whole tuning phase: ``L`` is learned in growing
     windows (location and covariance of the posterior, dense with shrinkage; started from a
-    gradient-free Laplace approximation when the log density is deterministic), the last
-    one ending at 90 % of tuning (on PyMC 5, which does not tell a step its number of
-    tuning draws, of 1000 and its doublings), and ``scale`` follows a Robbins-Monro
-    recursion toward ``target_accept``, batched per draw, re-started at each new ``L``.
+    gradient-free Laplace approximation when the log density is deterministic) and
+    ``scale`` follows a Robbins-Monro recursion toward ``target_accept``, batched per draw.
     Everything is frozen when tuning ends.
 
     Parameters
