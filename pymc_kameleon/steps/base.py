@@ -65,7 +65,7 @@ from ..adaptation.warmup import (
     regularised_covariance,
     window_ends,
 )
-from ..compat import logp_compile_kwargs
+from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
@@ -588,6 +588,9 @@ class BaseKernelStep(ArrayStepShared):
         if not np.isfinite(logp):
             self._raise_bad_start(x, point)
         w.x, w.logp, w.key = x, logp, key
+        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
+        if tune is not None:
+            self._chain_tune = tune
         cfg = self._warmup_config()
         if cfg["cov"] is None:
             w.precond = AffineMap.identity(self.dim)
