@@ -8,10 +8,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from checks import sample
 
 from pymc_kameleon import RandomWalkStep
-
-from checks import sample
 
 #: modes of the potential: a local one at -1 (e^-8 of the mass) and the global one at 6
 LOCAL, GLOBAL = -1.0, 6.0
