@@ -65,6 +65,7 @@ from ..adaptation.warmup import (
     regularised_covariance,
     window_ends,
 )
+from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
@@ -132,6 +133,8 @@ class WarmupState:
     noisy: bool = False
     noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
+    work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
+    work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
 
 
@@ -148,8 +151,11 @@ class BaseKernelStep(ArrayStepShared):
         (default: the block's dimension ``d``, like Metropolis and Slice, which update every
         coordinate per draw, but at least 5, so that in low dimensions a draw's fixed cost
         does not outweigh its iterations; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase
-        and when sampling with a surrogate).  The attribute ``n_steps`` is the count of the
-        next draw.
+        and when sampling with a surrogate).  Late in tuning the default is scaled to the
+        posterior: where the chain's autocorrelation time per draw exceeds 3, the count is
+        raised so that it falls to 3, at most fourfold (the stat ``n_steps`` reports the
+        count of each draw; frozen after tuning; needs the number of tuning draws, which
+        ``pm.sample`` gives).  The attribute ``n_steps`` is the count of the next draw.
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
@@ -202,6 +208,7 @@ class BaseKernelStep(ArrayStepShared):
         # the start of the kept Laplace mode: -1 none (the chain's own start), 0 the
         # chain's start, k the k-th dispersed start (a prior draw)
         "laplace_start": (np.int64, []),
+        "n_steps": (np.int64, []),  # MH iterations of the draw
     }
     #: (stat name, progress bar header) pairs shown during sampling.
     _progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
@@ -233,6 +240,7 @@ class BaseKernelStep(ArrayStepShared):
         blocked: bool = True,
     ):
         model = pm.modelcontext(model)
+        self._warm = WarmupState()
         if initial_point is None:
             initial_point = model.initial_point()
         if vars is None:
@@ -282,7 +290,7 @@ class BaseKernelStep(ArrayStepShared):
         else the step's default (constant after tuning, set at draw boundaries)."""
         if self._n_steps_given is not None:
             return self._n_steps_given
-        return self._default_n_steps()
+        return max(1, math.ceil(self._default_n_steps() * self._warm.work_factor))
 
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
@@ -460,6 +468,7 @@ class BaseKernelStep(ArrayStepShared):
             "model_logp": w.logp,
             "n_evals": evals,
             "laplace_start": w.start,
+            "n_steps": n_steps,
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
@@ -591,6 +600,8 @@ class BaseKernelStep(ArrayStepShared):
         tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
         if tune is not None:
             self._chain_tune = tune
+        if self.tune and self._n_steps_given is None:
+            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
         cfg = self._warmup_config()
         if cfg["cov"] is None:
             w.precond = AffineMap.identity(self.dim)
@@ -688,6 +699,8 @@ class BaseKernelStep(ArrayStepShared):
     def _tuning_draw_start(self) -> None:
         """Batched adaptation at a draw boundary (the first draw of a chain adapts nothing)."""
         w = self._warm
+        if w.work is not None and w.draw > 0:
+            self._measure_work()
         if w.draw > 0:
             if w.phase == "kernel":
                 mean = float(np.mean(w.accepts)) if w.accepts else float("nan")
@@ -702,6 +715,14 @@ class BaseKernelStep(ArrayStepShared):
                 self._adapt = self._initial_adapt_state()
         w.accepts = []
         w.draw += 1
+
+    def _measure_work(self) -> None:
+        """Record the whitened position of the draw just done; at the window's end, set
+        the factor on the iterations per draw (docs/tuning.md, "Work per draw")."""
+        w = self._warm
+        w.work.update(w.draw, w.precond.to_u(w.x))
+        if w.draw + 1 >= w.work.decide:
+            w.work_factor, w.work = w.work.final(), None
 
     @property
     def _rw_scale0(self) -> float:
@@ -743,6 +764,8 @@ class BaseKernelStep(ArrayStepShared):
         cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
         mean = w.window.mean if w.window.count else w.x
         w.precond = AffineMap.from_cov(mean, cov)
+        if w.work is not None:  # positions whitened by another map do not mix
+            w.work.positions.clear()
         w.window = WindowMoments(d)
         w.window_index += 1
         w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
