@@ -23,6 +23,7 @@ References
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import arviz as az
@@ -39,6 +40,7 @@ __all__ = [
     "PYTENSOR_VERSION",
     "SUMMARY_COLUMNS",
     "as_dataset",
+    "caller_tuning_draws",
     "default_compile_kwargs",
     "group_dataset",
     "logp_compile_kwargs",
@@ -160,6 +162,33 @@ def start_chain(step, rng, tune: int = 0, draws: int = 0) -> None:
         step.setup_chain(rng, tune, draws)
     else:
         step.set_rng(rng)
+
+
+#: PyMC 5's per-chain sampling loops and where each keeps the number of tuning draws.
+_PYMC5_LOOPS = {("pymc.sampling.mcmc", "_iter_sample"): lambda f: f.f_locals.get("tune"),
+                ("pymc.sampling.parallel", "_start_loop"):
+                    lambda f: getattr(f.f_locals.get("self"), "_tune", None)}
+
+
+def caller_tuning_draws() -> int | None:
+    """The number of tuning draws of the PyMC 5 chain that is calling the step, else None.
+
+    PyMC 6 hands a step its ``tune`` (``setup_chain``); PyMC 5 does not, and a warm-up that
+    assumed ``pm.sample``'s default (1000) never handed over to the sampler at ``tune <=
+    500`` (docs/tuning.md).  PyMC 5 is frozen, so its two chain loops (sequential and
+    parallel) are read from the call stack here; None when neither is on it (a step driven
+    by hand, another sampler).
+    """
+    if PYMC_VERSION[0] >= 6:
+        return None
+    frame = sys._getframe(1)
+    while frame is not None:
+        read = _PYMC5_LOOPS.get((frame.f_globals.get("__name__"), frame.f_code.co_name))
+        if read is not None:
+            tune = read(frame)
+            return int(tune) if isinstance(tune, int | np.integer) else None
+        frame = frame.f_back
+    return None
 
 
 # ----------------------------------------------------------------------------- ArviZ

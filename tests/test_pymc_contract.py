@@ -667,10 +667,8 @@ def test_reset_tuning_in_compound(ours, two_blocks):
 def test_each_chain_starts_at_its_initvals(entry, normal3):
     """PyMC's test_parallel_start, with one step object reused across chains (cores=1)."""
     with normal3, contract("pm.sample with per-chain initvals"):
-        # ours without the Laplace start, which moves the chain to the mode nearest its
-        # initvals in the first draw (that draw would be at the mode, not at the initvals)
-        kw = {"laplace": False} if entry.ours else {}
-        idata = quiet_sample(tune=5, draws=1, chains=2, cores=1, step=entry(**kw),
+        # with the Laplace start on: a chain the user started begins there (issue 45)
+        idata = quiet_sample(tune=5, draws=1, chains=2, cores=1, step=entry(),
                              discard_tuned_samples=False, random_seed=SEED,
                              initvals=[{"n": [10.0, 10, 10]}, {"n": [-10.0, -10, -10]}])
     first = values(idata.warmup_posterior, "n")[:, 0]

@@ -30,7 +30,8 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,7 @@ class LaplaceStart:
     n_evals: int
     degenerate: str = ""  # why a found mode was not used (a spike, see laplace_start)
     mismatch: float = float("nan")  # sd of the log importance weights of the Gaussian
+    start: int = 0  # the start the mode was found from (0: x0, k: starts[k - 1])
 
 
 def finite_difference_hessian(
@@ -169,17 +171,24 @@ def laplace_mismatch(
 
 
 def laplace_start(
-    logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int
+    logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
+    starts: Sequence[np.ndarray] = (),
 ) -> LaplaceStart:
     """Mode and inverse finite-difference Hessian of ``logp`` (``cov`` None if unusable).
 
+    The optimiser runs from ``x0`` and from each of ``starts`` (dispersed points, e.g. prior
+    draws): one optimisation from a single point can end in a local mode that holds no
+    posterior mass, as in ODE fits (docs/tuning.md, "Where the warm-up starts").  The modes
+    are tried by decreasing log density and the first usable one is kept; ``start`` says
+    which point it came from (0: ``x0``, ``k``: ``starts[k - 1]``).
+
     A "mode" where some marginal standard deviation is below ``1e-10 (1 + |mode_i|)`` is a
     spike of a density that grows without bound (a centred hierarchical model's funnel as
-    its scale goes to 0) or a numerical cliff: ``cov`` is then None and ``degenerate`` says
+    its scale goes to 0) or a numerical cliff: it is not usable, and ``degenerate`` says
     where, so that the caller does not start a chain there with a covariance that cannot
-    move it.  ``cov`` is also None when the Gaussian does not describe the target around
-    the mode: :func:`laplace_mismatch` above ``sqrt(d)`` (``mismatch`` holds it; 50
-    evaluations).
+    move it.  Nor is a mode whose Gaussian does not describe the target around it:
+    :func:`laplace_mismatch` above ``sqrt(d)`` (``mismatch`` holds it; 50 evaluations).
+    When no mode is usable, ``cov`` is None and the result describes the best mode found.
 
     Parameters
     ----------
@@ -188,7 +197,10 @@ def laplace_start(
     x0 : array
         Starting point; must have a finite log density.
     max_evals : int
-        Budget of log-density evaluations for the optimiser (the Hessian adds ``2 d^2``).
+        Budget of log-density evaluations of the optimiser, per start (each Hessian adds
+        ``2 d^2``).
+    starts : sequence of arrays, optional
+        Further starting points; those without a finite log density are skipped.
 
     Examples
     --------
@@ -198,61 +210,128 @@ def laplace_start(
     >>> res = laplace_start(lambda x: -0.5 * (x - 3) @ P @ (x - 3), np.zeros(2), 2000)
     >>> bool(np.allclose(res.mode, 3.0, atol=1e-3)), bool(np.allclose(res.cov, cov, rtol=1e-2))
     (True, True)
+
+    Two modes, the one near ``x0`` lower: a dispersed start finds the higher one.
+
+    >>> bimodal = lambda x: np.logaddexp(-0.5 * np.sum((x + 4) ** 2) - 3.0,
+    ...                                  -0.5 * np.sum((x - 4) ** 2))
+    >>> laplace_start(bimodal, np.full(2, -3.0), 500).mode.round(2)
+    array([-4., -4.])
+    >>> res = laplace_start(bimodal, np.full(2, -3.0), 500, starts=[np.full(2, 2.0)])
+    >>> res.mode.round(2), res.start
+    (array([4., 4.]), 1)
     """
-    x0 = np.asarray(x0, dtype=float)
     count = [0]
 
     def neg(x: np.ndarray) -> float:
         count[0] += 1
-        with np.errstate(all="ignore"):
-            value = -float(logp(x))
+        value = -float(logp(x))
         return value if np.isfinite(value) else _BIG
 
+    # finite differences at the edge of the support overflow by design: no warnings leak
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found = []  # (-log density, start index, mode)
+        for index, point in enumerate([x0, *starts]):
+            point = np.asarray(point, dtype=float)
+            mode, f_mode = _optimise(neg, point, max_evals)
+            if f_mode < _BIG:
+                found.append((f_mode, index, mode))
+        if not found:
+            return LaplaceStart(mode=np.asarray(x0, float), logp=-np.inf, cov=None,
+                                n_evals=count[0])
+        found.sort(key=lambda item: item[0])
+        first, tried = None, []
+        lowest = found[0][0] + _mode_margin(np.size(x0))
+        for f_mode, index, mode in found:
+            if f_mode > lowest:  # far below the best point found: a mode without mass
+                break
+            if any(np.allclose(mode, other, rtol=1e-4, atol=1e-6) for other in tried):
+                continue  # the same mode from another start
+            tried.append(mode)
+            res = _gaussian_at(neg, mode, f_mode)
+            res.start = index
+            first = first or res
+            if res.cov is not None:
+                res.n_evals = count[0]
+                return res
+        first.n_evals = count[0]
+        return first
+
+
+def _mode_margin(dim: int) -> float:
+    """How far (in log density) below the best point found a mode may lie and still be
+    used: the posterior's mass lies about ``d / 2`` below its mode, give or take
+    ``sqrt(d / 2)``; a mode further down holds no mass next to the best one."""
+    return dim / 2.0 + 3.0 * np.sqrt(dim / 2.0)
+
+
+def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,
+              max_evals: int) -> tuple[np.ndarray, float]:
+    """L-BFGS-B from ``x0`` on finite-difference gradients: the point and its ``-log p``
+    (``x0`` itself when the optimiser fails or ends higher)."""
     f0 = neg(x0)
     if f0 >= _BIG:
-        return LaplaceStart(mode=x0, logp=-np.inf, cov=None, n_evals=count[0])
+        return x0, f0
     try:
         res = minimize(neg, x0, method="L-BFGS-B", options={"maxfun": max(int(max_evals), 10)})
     except (ValueError, FloatingPointError, np.linalg.LinAlgError):
-        return LaplaceStart(mode=x0, logp=-f0, cov=None, n_evals=count[0])
+        return x0, f0
     mode = np.asarray(res.x, dtype=float)
     f_mode = neg(mode)
     if not (f_mode <= f0 and f_mode < _BIG):
-        mode, f_mode = x0, f0
+        return x0, f0
+    return mode, f_mode
+
+
+def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
+                     f_mode: float) -> tuple[np.ndarray | None, np.ndarray, str]:
+    """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, and
+    where it is a spike (empty if not)."""
     # steps: a first pass with small relative steps measures the curvature per coordinate,
     # the second uses half a marginal standard deviation (well inside the support)
     h0, diag = _curvature_probe(neg, mode, f_mode)
-    with np.errstate(all="ignore"):
-        steps = np.where((diag > 0) & np.isfinite(diag), 0.5 / np.sqrt(np.abs(diag)), h0)
+    steps = np.where((diag > 0) & np.isfinite(diag), 0.5 / np.sqrt(np.abs(diag)), h0)
     H = finite_difference_hessian(neg, mode, f_mode, steps)
     if np.any(np.abs(H) >= 1e200):  # a step left the support
         steps = 0.1 * steps
         H = finite_difference_hessian(neg, mode, f_mode, steps)
     cov = _covariance_from_hessian(H)
-    if cov is not None:  # a spike is rejected before Newton steps are taken with its cov
-        sd = np.sqrt(np.diag(cov))
-        spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
-        if spike.size:
-            i = int(spike[0])
-            return LaplaceStart(
-                mode=mode, logp=-f_mode, cov=None, n_evals=count[0],
-                degenerate=f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}")
-        # badly scaled targets: L-BFGS stops early; finish with Newton steps
-        for _ in range(3):
+    if cov is None:
+        return None, steps, ""
+    sd = np.sqrt(np.diag(cov))
+    spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
+    if spike.size:
+        i = int(spike[0])
+        return cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}"
+    return cov, steps, ""
+
+
+def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray,
+                 f_mode: float) -> LaplaceStart:
+    """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable)."""
+    for _ in range(3):  # the Hessian again where Newton steps moved the mode
+        cov, steps, spike = _inverse_hessian(neg, mode, f_mode)
+        if cov is None or spike:
+            return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0,
+                                degenerate=spike)
+        moved = False
+        for _ in range(3):  # badly scaled targets: L-BFGS stops early; finish with Newton
             grad = np.array([(neg(mode + h * e) - neg(mode - h * e)) / (2 * h)
                              for h, e in zip(steps, np.eye(mode.size), strict=True)])
             candidate = mode - cov @ grad
             f_new = neg(candidate)
             if not f_new < f_mode:
                 break
-            mode, f_mode = candidate, f_new
+            mode, f_mode, moved = candidate, f_new, True
+        if not moved:
+            break
 
-        def pos(x: np.ndarray) -> float:
-            value = neg(x)
-            return -value if value < _BIG else -np.inf
+    def pos(x: np.ndarray) -> float:
+        value = neg(x)
+        return -value if value < _BIG else -np.inf
 
-        mismatch = laplace_mismatch(pos, mode, cov)
-        usable = mismatch <= _MISMATCH * np.sqrt(mode.size)
-        return LaplaceStart(mode=mode, logp=-f_mode, n_evals=count[0], mismatch=mismatch,
-                            cov=cov if usable else None)
-    return LaplaceStart(mode=mode, logp=-f_mode, cov=cov, n_evals=count[0])
+    mismatch = laplace_mismatch(pos, mode, cov)
+    usable = mismatch <= _MISMATCH * np.sqrt(mode.size)
+    return LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, mismatch=mismatch,
+                        cov=cov if usable else None)

@@ -8,8 +8,8 @@ NUTS's mass matrix.  The kernel samplers then work in whitened coordinates
 * :class:`AffineMap`: ``x = m + L u`` and back;
 * :func:`window_ends`: the window boundaries (in PyMC draws);
 * :class:`WindowMoments`: running mean/covariance of one window and its accepted moves;
-* :func:`regularised_covariance`: a window estimate shrunk toward a prior covariance
-  (dense with shrinkage toward its diagonal when the window holds enough moves);
+* :func:`regularised_covariance`: a window estimate shrunk toward a prior covariance in
+  the prior's whitened coordinates (never toward the raw axes);
 * :class:`NoiseCeiling`: the acceptance rate a noisy likelihood estimator allows, measured
   by proposals that stay where they are, so adaptation targets stay reachable.
 
@@ -133,12 +133,15 @@ class WindowMoments:
 def regularised_covariance(
     sample_cov: np.ndarray, n_eff: float, prior_cov: np.ndarray, n_prior: float
 ) -> np.ndarray:
-    """A window covariance made safe to precondition with.
+    """A window covariance made safe to precondition with, regularised in whitened space.
 
-    The sample covariance is shrunk toward its diagonal by ``min(1, d / n_eff)`` (all of it
-    when the window holds fewer than ``d`` moves), then combined with ``prior_cov`` as
-    ``n_prior`` pseudo-samples.  The result is symmetric positive definite whenever
-    ``prior_cov`` is.
+    The sample covariance ``S`` is whitened by the prior, ``W = L^{-1} S L^{-T}`` with
+    ``L L^T = prior_cov``; ``W`` is shrunk toward its diagonal by ``min(1, d / n_eff)`` (all
+    of it when the window holds fewer than ``d`` moves) and combined with the identity as
+    ``n_prior`` pseudo-samples; the result is mapped back, ``L W' L^T``.  Shrinking in the
+    model's raw coordinates instead puts back, in the thin direction of a posterior with
+    correlation -0.9999, a thousand times its variance (docs/tuning.md, "Regularisation").
+    The result is symmetric positive definite whenever ``prior_cov`` is.
 
     Examples
     --------
@@ -147,16 +150,25 @@ def regularised_covariance(
     >>> regularised_covariance(S, n_eff=1e9, prior_cov=np.eye(2), n_prior=0.0).round(6)
     array([[4., 1.],
            [1., 1.]])
+
+    A near-singular prior keeps its thin direction when the window agrees with it:
+
+    >>> P = np.array([[1.0, -0.9999], [-0.9999, 1.0]])
+    >>> bool(np.allclose(regularised_covariance(P, n_eff=10.0, prior_cov=P, n_prior=4.0), P))
+    True
     """
-    d = sample_cov.shape[0]
     n_eff = max(float(n_eff), 0.0)
-    diag = np.diag(np.diag(sample_cov))
-    lam = 1.0 if n_eff < d else min(1.0, d / n_eff)
-    est = (1.0 - lam) * sample_cov + lam * diag
     total = n_eff + n_prior
     if total <= 0:
         return np.array(prior_cov, dtype=float)
-    cov = (n_eff * est + n_prior * prior_cov) / total
+    chol = safe_cholesky(np.asarray(prior_cov, dtype=float))[0]
+    half = solve_triangular(chol, np.asarray(sample_cov, dtype=float), lower=True)
+    white = solve_triangular(chol, half.T, lower=True)  # L^{-1} S L^{-T} (S symmetric)
+    d = white.shape[0]
+    lam = 1.0 if n_eff < d else min(1.0, d / n_eff)
+    est = (1.0 - lam) * white + lam * np.diag(np.diag(white))
+    cov_w = (n_eff * est + n_prior * np.eye(d)) / total
+    cov = chol @ cov_w @ chol.T
     return 0.5 * (cov + cov.T)
 
 

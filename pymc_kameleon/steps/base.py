@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ import pymc as pm
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.exceptions import SamplingError
+from pymc.initial_point import make_initial_point_fn
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.step_methods.arraystep import ArrayStepShared
@@ -63,7 +65,8 @@ from ..adaptation.warmup import (
     regularised_covariance,
     window_ends,
 )
-from ..compat import logp_compile_kwargs
+from ..adaptation.work import WorkPerDraw
+from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
@@ -126,9 +129,12 @@ class WarmupState:
     prior_cov: np.ndarray | None = None
     prior_n: float = 0.0
     laplace: bool = False
+    start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
     noisy: bool = False
     noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
+    work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
+    work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
 
 
@@ -145,8 +151,11 @@ class BaseKernelStep(ArrayStepShared):
         (default: the block's dimension ``d``, like Metropolis and Slice, which update every
         coordinate per draw, but at least 5, so that in low dimensions a draw's fixed cost
         does not outweigh its iterations; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase
-        and when sampling with a surrogate).  The attribute ``n_steps`` is the count of the
-        next draw.
+        and when sampling with a surrogate).  Late in tuning the default is scaled to the
+        posterior: where the chain's autocorrelation time per draw exceeds 3, the count is
+        raised so that it falls to 3, at most fourfold (the stat ``n_steps`` reports the
+        count of each draw; frozen after tuning; needs the number of tuning draws, which
+        ``pm.sample`` gives).  The attribute ``n_steps`` is the count of the next draw.
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
@@ -160,7 +169,16 @@ class BaseKernelStep(ArrayStepShared):
         The Gaussian is used only where it describes the target (a spike, or a mode in
         the neck of a hierarchical model's funnel, is not used: see
         :func:`~pymc_kameleon.adaptation.laplace.laplace_start`); the warm-up then starts
-        at the initial point.
+        at the initial point.  The mode is searched from the chain's start and from
+        ``laplace_starts`` prior draws, and the usable mode with the highest log density
+        is kept (the stat ``laplace_start`` says which: -1 none, 0 the chain's start, k the
+        k-th prior draw).  A chain given its own start (``initvals``, or an ``initval`` in
+        the model) begins there: only the covariance of the mode nearest to it is used.
+    laplace_starts : int, default 4
+        Prior draws (a uniform jitter of the start where a prior is flat) from which the
+        Laplace start also searches the mode, so that a chain does not begin in a local
+        mode that holds no mass (ODE fits).  Each start costs at most ``200 (d + 1)``
+        log-density evaluations, once per chain; ``0`` searches from the chain's start only.
     model : pymc.Model, optional
         Taken from the context if not given.
     rng : RandomGenerator, optional
@@ -187,6 +205,10 @@ class BaseKernelStep(ArrayStepShared):
         "tune": (bool, []),
         "model_logp": (np.float64, []),
         "n_evals": (np.int64, []),
+        # the start of the kept Laplace mode: -1 none (the chain's own start), 0 the
+        # chain's start, k the k-th dispersed start (a prior draw)
+        "laplace_start": (np.int64, []),
+        "n_steps": (np.int64, []),  # MH iterations of the draw
     }
     #: (stat name, progress bar header) pairs shown during sampling.
     _progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
@@ -210,6 +232,7 @@ class BaseKernelStep(ArrayStepShared):
         n_steps: int | None = None,
         warmup_draws: int | None = None,
         laplace: bool | None = None,
+        laplace_starts: int = 4,
         model=None,
         rng=None,
         initial_point: dict[str, np.ndarray] | None = None,
@@ -217,6 +240,7 @@ class BaseKernelStep(ArrayStepShared):
         blocked: bool = True,
     ):
         model = pm.modelcontext(model)
+        self._warm = WarmupState()
         if initial_point is None:
             initial_point = model.initial_point()
         if vars is None:
@@ -245,6 +269,12 @@ class BaseKernelStep(ArrayStepShared):
         self._n_steps_given = None if n_steps is None else int(n_steps)
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
+        if int(laplace_starts) != laplace_starts or laplace_starts < 0 or isinstance(
+                laplace_starts, bool):
+            raise ValueError(f"laplace_starts must be a non-negative integer, got "
+                             f"{laplace_starts!r}")
+        self.laplace_starts = int(laplace_starts)
+        self._default_start: np.ndarray | None = None
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self._float32_slices: list[slice] | None = None
         self._warned_refresh = False
@@ -260,7 +290,7 @@ class BaseKernelStep(ArrayStepShared):
         else the step's default (constant after tuning, set at draw boundaries)."""
         if self._n_steps_given is not None:
             return self._n_steps_given
-        return self._default_n_steps()
+        return max(1, math.ceil(self._default_n_steps() * self._warm.work_factor))
 
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
@@ -437,6 +467,8 @@ class BaseKernelStep(ArrayStepShared):
             "tune": self.tune,
             "model_logp": w.logp,
             "n_evals": evals,
+            "laplace_start": w.start,
+            "n_steps": n_steps,
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
@@ -565,6 +597,11 @@ class BaseKernelStep(ArrayStepShared):
         if not np.isfinite(logp):
             self._raise_bad_start(x, point)
         w.x, w.logp, w.key = x, logp, key
+        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
+        if tune is not None:
+            self._chain_tune = tune
+        if self.tune and self._n_steps_given is None:
+            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
         cfg = self._warmup_config()
         if cfg["cov"] is None:
             w.precond = AffineMap.identity(self.dim)
@@ -585,7 +622,9 @@ class BaseKernelStep(ArrayStepShared):
 
     def _laplace(self, x: np.ndarray) -> int:
         w = self._warm
-        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1))
+        user_start = self._user_start(x)
+        starts = [] if user_start else self._dispersed_starts(x)
+        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1), starts=starts)
         if res.degenerate:
             warnings.warn(
                 f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
@@ -598,12 +637,44 @@ class BaseKernelStep(ArrayStepShared):
             return res.n_evals
         mode = self._round(res.mode)
         logp = self._logp(mode)
-        if np.isfinite(logp) and logp >= w.logp:
+        # a chain the user started (initvals) begins there: the Laplace covariance is
+        # used, the mode is not
+        if not user_start and np.isfinite(logp) and logp >= w.logp:
             w.x, w.logp = mode, logp
             w.key = b""  # the point changed; the store is updated at the end of the draw
+            w.start = res.start
         w.precond = AffineMap.from_cov(w.x, res.cov)
         w.prior_cov, w.prior_n, w.laplace = w.precond.cov, 20.0 * self.dim, True
         return res.n_evals + 1
+
+    def _user_start(self, x: np.ndarray) -> bool:
+        """Whether the chain starts where the user put it: ``initvals`` given to pm.sample
+        (a start other than the model's initial point) or an ``initval`` in the model."""
+        model = self._model
+        if any(model.rvs_to_initial_values.get(model.values_to_rvs[v]) is not None
+               for v in self.vars):
+            return True
+        if self._default_start is None:
+            ip = model.initial_point()
+            self._default_start = DictToArrayBijection.map(
+                {v.name: ip[v.name] for v in self.vars}).data.astype(float)
+        return not np.allclose(x, self._default_start, rtol=1e-12, atol=1e-12)
+
+    def _dispersed_starts(self, x: np.ndarray) -> list[np.ndarray]:
+        """``laplace_starts`` starting points for the optimiser: prior draws of the block
+        (unconstrained), or the start jittered by U(-2, 2) where the prior cannot be drawn
+        from (a flat prior)."""
+        n = self.laplace_starts
+        if n == 0:
+            return []
+        seeds = self.rng.integers(2**31, size=n)
+        try:
+            draw = _prior_point_fn(self._model)
+            return [DictToArrayBijection.map({v.name: draw(int(seed))[v.name]
+                                              for v in self.vars}).data.astype(float)
+                    for seed in seeds]
+        except Exception:  # e.g. "Cannot sample from flat variable"
+            return [x + self.rng.uniform(-2.0, 2.0, size=x.size) for _ in seeds]
 
     def _raise_bad_start(self, x: np.ndarray, point) -> None:
         q = RaveledVars(x, self._q0_info)
@@ -628,6 +699,8 @@ class BaseKernelStep(ArrayStepShared):
     def _tuning_draw_start(self) -> None:
         """Batched adaptation at a draw boundary (the first draw of a chain adapts nothing)."""
         w = self._warm
+        if w.work is not None and w.draw > 0:
+            self._measure_work()
         if w.draw > 0:
             if w.phase == "kernel":
                 mean = float(np.mean(w.accepts)) if w.accepts else float("nan")
@@ -642,6 +715,14 @@ class BaseKernelStep(ArrayStepShared):
                 self._adapt = self._initial_adapt_state()
         w.accepts = []
         w.draw += 1
+
+    def _measure_work(self) -> None:
+        """Record the whitened position of the draw just done; at the window's end, set
+        the factor on the iterations per draw (docs/tuning.md, "Work per draw")."""
+        w = self._warm
+        w.work.update(w.draw, w.precond.to_u(w.x))
+        if w.draw + 1 >= w.work.decide:
+            w.work_factor, w.work = w.work.final(), None
 
     @property
     def _rw_scale0(self) -> float:
@@ -683,6 +764,8 @@ class BaseKernelStep(ArrayStepShared):
         cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
         mean = w.window.mean if w.window.count else w.x
         w.precond = AffineMap.from_cov(mean, cov)
+        if w.work is not None:  # positions whitened by another map do not mix
+            w.work.positions.clear()
         w.window = WindowMoments(d)
         w.window_index += 1
         w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
@@ -720,6 +803,20 @@ def _progress_text(stat: str, value: float, tune: bool) -> str:
     if math.isnan(value):
         return "warm-up" if tune else "-"
     return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
+
+
+_PRIOR_POINT_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _prior_point_fn(model):
+    """A seeded function drawing every free variable from its prior (unconstrained values),
+    compiled once per model."""
+    fn = _PRIOR_POINT_FNS.get(model)
+    if fn is None:
+        fn = make_initial_point_fn(model=model, jitter_rvs=set(), default_strategy="prior",
+                                   return_transformed=True)
+        _PRIOR_POINT_FNS[model] = fn
+    return fn
 
 
 def random_walk_target(dim: int) -> float:
