@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .common import SAMPLERS, ChainResult, Target, mean_sd
 
@@ -90,9 +90,13 @@ def _log_axis(ax, values: list[float]) -> None:
     ax.set_xlim(lo, hi)
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     ax.xaxis.set_major_formatter(plain)
-    # label minor ticks too when the axis spans less than two decades
-    ax.xaxis.set_minor_formatter(plain if hi / lo < 100 else NullFormatter())
-    ax.tick_params(axis="x", which="minor", labelsize=7)
+    # when the axis spans less than two decades, label the minor ticks at 2 and 5 times a
+    # power of ten (all eight of them crowd into one another near the decade's end)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if hi / lo < 100:
+        ax.xaxis.set_minor_locator(LogLocator(base=10.0, subs=(2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=8)
 
 
 def plot_traces(results: list[ChainResult], target: Target, path: Path,
