@@ -121,6 +121,10 @@ def data_model() -> pm.Model:
     return model
 
 
+def compiledir_marker() -> str | None:
+    return os.environ.get(pkd._COMPILEDIR_ENV)
+
+
 def worker_compiledir() -> tuple[str, str | None, int]:
     return (str(pytensor.config.compiledir), os.environ.get(pkd._COMPILEDIR_ENV),
             os.getpid())
@@ -474,6 +478,7 @@ def test_warnings_of_worker_processes_reach_the_caller(client):
                    draws=10, tune=10, random_seed=1, **QUIET)
 
 
+@pytest.mark.slow  # one to three minutes: 4 chains of the 9-d GP classification model
 def test_gp_glass_pseudo_marginal_four_chains(client):
     path = glass_path()
     if path is None:
@@ -522,12 +527,13 @@ def test_real_cluster_equal_draws_and_nothing_left_registered(cli_cluster):
     late = cli_cluster.add_worker("cli-late")
     try:
         client.wait_for_workers(3, timeout=120)
-        envs = client.run(os.environ.get, pkd._COMPILEDIR_ENV)
+        envs = client.run(compiledir_marker)  # (without importing PyTensor there)
     finally:
         late.send_signal(signal.SIGINT)
         late.wait(timeout=60)
     assert sorted(envs.values(), key=str) == sorted([*markers, None], key=str)
 
 
+@pytest.mark.slow  # a minute or two; test_killed_worker_chain_is_rerun_... is its fast twin
 def test_real_cluster_survives_a_killed_worker(cli_cluster, tmp_path):
     kill_a_worker_mid_run(cli_cluster.client, tmp_path)
