@@ -330,11 +330,12 @@ def sample(
             wanted.clear()
         if cluster is not None:
             _close_local_cluster(cluster, client)
-        else:
+        else:  # leave nothing registered on the user's scheduler
             with contextlib.suppress(Exception):
-                if progressbar:
-                    client.unsubscribe_topic(_PROGRESS_TOPIC)
                 client.unregister_worker_plugin(_PLUGIN_NAME)
+            if progressbar:
+                with contextlib.suppress(Exception):
+                    client.unsubscribe_topic(_PROGRESS_TOPIC)
 
     _log_compiledirs(results)
     _reissue_warnings(results)
