@@ -2,63 +2,46 @@
 
 :func:`sample` sends every chain to a Dask worker as one task.  The task builds the model from
 a picklable *factory* (a top-level function or a :func:`functools.partial`), builds the step
-method, and runs ``pm.sample(chains=1, cores=1, ...)``; the driver merges the per-chain
-results into one ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x) with chains
-``0 .. n-1``, as ``pm.sample`` returns them.  Install the optional dependency with
+method, and runs ``pm.sample(chains=1, cores=1, ...)``; the driver concatenates the one-chain
+results along ``chain`` (``arviz.concat`` on ArviZ 0.x, ``xarray.concat`` of the ``DataTree``
+on ArviZ 1.x) into what ``pm.sample`` returns.  Install the optional dependency with
 ``pip install "pymc-kameleon[distributed]"``; the rest of the package never imports Dask.
+The user's guide is ``docs/distributed.md``; the overhead is measured in
+``docs/benchmarks/distributed.md``.
 
 Why factories.  The model and the compiled step never cross the network: models built with
 ``pytensor.compile.ops.as_op`` or holding NumPy estimators do not have to pickle, and every
 worker compiles its own functions.
 
-Same seeds, same draws.  ``pm.sample(chains=n, random_seed=S)`` spawns one
-:class:`numpy.random.Generator` per chain, ``get_random_generator(S).spawn(n)``, and uses
-chain ``i``'s generator for its initial point and its step (``step.set_rng`` in PyMC 5,
-``step.setup_chain`` in PyMC 6).  The driver derives the seed sequence of each chain's
-*parent* (the root seed sequence with ``i`` children already spawned) and the task passes a
-generator built on it as the ``random_seed`` of ``pm.sample(chains=1)``, whose single
-spawned child is then exactly chain ``i``'s generator.  So chain ``i`` is drawn bit for bit
-as by ``pm.sample(chains=n, cores=1, random_seed=S)`` with the same step method, for every
-step method whose randomness comes from the generator that ``pm.sample`` gives it (all steps
-of this package, including their reseeding of pseudo-marginal estimators).  With
-``random_seed=None`` the driver draws fresh entropy once, so a re-run task (after a worker
-died) repeats the same draws.
+Same seeds, same draws.  ``pm.sample(chains=n, random_seed=S)`` runs chain ``i`` on child
+``i`` of ``get_random_generator(S).spawn(n)``.  The driver hands task ``i`` a generator on the
+root seed sequence with ``i`` children already spawned (``SeedSequence(...,
+n_children_spawned=i)``), so the single child that ``pm.sample(chains=1)`` spawns from it is
+chain ``i``'s: the draws equal ``pm.sample(chains=n, cores=1, random_seed=S)`` bit for bit,
+for every step method whose randomness comes from the generator ``pm.sample`` gives it (all
+steps of this package).  The seeds are fixed in the driver, so a task re-run after its worker
+died repeats the same draws.
 
-PyTensor compilation directory.  PyTensor is not thread-safe when it compiles, and its
-compilation directory is shared by every process of a user by default (``~/.pytensor``, often
-on a network file system on clusters, where its file lock is unreliable).  PyTensor reads
-``base_compiledir`` once, when it is imported, so the directory cannot be chosen per task
-inside a worker process that has already imported PyTensor (creating a process per chain
-instead would recompile every function for every chain).  The choice made here is one
-directory per worker *process*, set before that process imports PyTensor:
+PyTensor compilation directory.  PyTensor reads ``base_compiledir`` once, at import, and its
+default directory is shared by every process of a user (often on a network file system on
+clusters, where its file lock is unreliable).  :func:`sample` registers a worker plugin,
+pickled by value so that loading it imports neither PyTensor nor this package, which sets
+``base_compiledir`` in ``PYTENSOR_FLAGS`` of every worker process that has not imported
+PyTensor yet: one directory per worker.  The plugin is removed from the scheduler when
+:func:`sample` returns, so workers that join a user's cluster later are left alone.
 
-* :func:`sample` registers a worker plugin (pickled by value, so loading it imports neither
-  PyTensor nor this package) that sets ``base_compiledir`` in ``PYTENSOR_FLAGS`` when the
-  worker starts, and on every worker that joins or is restarted later.  For the embedded
-  cluster the directory is ``<your base_compiledir>/pymc-kameleon-dask/worker-<name>``: one
-  per worker, and the next run finds its compiled modules there (compiling the C code of a
-  model from scratch can take tens of seconds).  For a cluster you pass in, it is
-  ``<Dask scratch space>/pymc-kameleon-pytensor/worker-<name>``, next to the worker's
-  ``local_directory`` (node-local where Dask's ``temporary-directory`` or the workers'
-  ``local_directory`` say so), unless the workers' ``PYTENSOR_FLAGS`` already set
-  ``base_compiledir`` (e.g. in the job script), which is then left alone.
-  ``sample(..., compiledir=ROOT)`` makes worker ``name`` use ``ROOT/worker-<name>`` instead.
-* Chains in one worker process run one at a time (a process-wide lock), so workers with
-  several threads are safe, if not useful: use one thread per worker process.
-* The plugin cannot act in a worker process that imported PyTensor before it started, e.g.
-  because ``multiprocessing`` ("spawn") re-imported a main script that imports PyMC at the
-  top.  Such workers keep the directory PyTensor already chose (by default shared through
-  PyTensor's file lock, as the processes of ``pm.sample(cores=n)`` share it, which is safe on
-  a local disk); the driver logs which chains ran like that.
+One chain at a time per worker process.  ``pm.sample`` changes process-wide state while it
+compiles and runs (PyTensor's ``config.change_flags``, and the warnings that a task records
+with :func:`warnings.catch_warnings`, which is not thread-safe), so chains in one process are
+serialised by a lock; a worker with N threads runs one chain at a time and :func:`sample`
+warns about it.
 
-Faults.  A worker that dies mid-chain is handled by Dask's scheduler, which re-runs the task
-on another worker (up to ``distributed.scheduler.allowed-failures`` times, 3 by default); the
-seed is fixed in the driver, so the re-run gives the same draws.  An exception in a factory
-or in ``pm.sample`` is not retried (it would fail again): it is raised as :class:`ChainError`
-naming the chain, the stage and the original error with its traceback from the worker.
-``KeyboardInterrupt`` cancels the submitted tasks and shuts the embedded cluster down; a
-running chain notices within a fraction of a second that its task was cancelled and stops
-(Dask itself cannot stop a running task).
+Faults.  Dask's scheduler re-runs the task of a worker that died (up to
+``distributed.scheduler.allowed-failures`` times); the seed is fixed, so the draws are the
+same.  An exception in a factory or in ``pm.sample`` is raised as :class:`ChainError` naming
+the chain, the stage and the worker's traceback.  On an error or ``KeyboardInterrupt`` the
+driver cancels the tasks and clears a :class:`distributed.Event` that the running chains check
+a few times a second, so they stop (Dask cannot stop a running task).
 
 References
 ----------
@@ -71,7 +54,9 @@ References
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -97,21 +82,15 @@ _EXTRA = 'pip install "pymc-kameleon[distributed]"'
 _PLUGIN_NAME = "pymc-kameleon-pytensor-compiledir"
 #: Environment variable in which the plugin records the directory it chose.
 _COMPILEDIR_ENV = "PYMC_KAMELEON_COMPILEDIR"
-#: Seconds between two progress messages of one chain.
+#: Scheduler event topic of the chains' progress messages (one topic: its log is bounded).
+_PROGRESS_TOPIC = "pymc-kameleon-progress"
+#: Seconds between two progress messages (and cancellation checks) of one chain.
 _PROGRESS_INTERVAL = 0.2
+#: pm.sample keywords that the tasks set themselves or whose result cannot be merged.
+_TASK_KWARGS = ("cores", "step", "model", "trace")
 
-# One chain at a time per worker process: PyTensor compilation is not thread-safe.
+# One chain at a time per worker process (see the module documentation).
 _CHAIN_LOCK = threading.Lock()
-
-# pm.sample keywords that make no sense here, with the reason.
-_REJECTED_KWARGS = {
-    "cores": "the number of chains that run at once is the number of Dask worker threads; "
-    "for the embedded cluster pass cluster_kwargs={'n_workers': ...}",
-    "step": "pass a step_factory instead (a callable building the step inside the model)",
-    "model": "pass a model_factory instead (a picklable callable returning the model)",
-    "mp_ctx": "chains run in Dask worker processes, not in multiprocessing children",
-    "nuts_sampler": "only PyMC's own samplers run in the tasks",
-}
 
 
 class ChainError(RuntimeError):
@@ -153,12 +132,13 @@ class ChainError(RuntimeError):
         return text
 
 
+
 # ------------------------------------------------------------------------------ the driver
 def sample(
     model_factory: Callable[[], Any],
     step_factory: Callable[[], Any],
     *,
-    chains: int | None = 4,
+    chains: int | None = None,
     client: Any = None,
     cluster_kwargs: Mapping[str, Any] | None = None,
     compiledir: str | os.PathLike | None = None,
@@ -169,9 +149,9 @@ def sample(
     Each task builds the model with ``model_factory()``, the step with ``step_factory()``
     inside the model's context, and runs ``pm.sample(chains=1, cores=1, ...)`` with the
     generator that ``pm.sample(chains=chains, random_seed=...)`` would give that chain (see
-    the module documentation).  The results are merged into one object with chains
-    ``0 .. chains-1``: every group that ``pm.sample`` returns (posterior, sample_stats, the
-    warm-up groups with ``discard_tuned_samples=False``, observed data, ...) is kept.
+    the module documentation).  The results are concatenated along ``chain``: every group
+    that ``pm.sample`` returns (posterior, sample_stats, the warm-up groups with
+    ``discard_tuned_samples=False``, observed data, ...) is kept.
 
     Parameters
     ----------
@@ -182,13 +162,15 @@ def sample(
         ``step_factory() -> step`` (a step method or a list of them), called inside the
         model's context, e.g. the class ``RandomWalkStep`` itself or
         ``functools.partial(KameleonStep, n_history=500)``.
-    chains : int, default 4
-        Number of chains (tasks); ``None`` is the default, as with ``pm.sample``.
+    chains : int, optional
+        Number of chains (tasks).  By default what ``pm.sample`` chooses:
+        ``max(2, min(4, cpus))`` with PyMC's count of this machine's CPUs.
     client : distributed.Client, optional
         A client of the cluster to use (``Client("tcp://host:8786")``, a ``dask-jobqueue``
-        cluster's client, ...); it is left open.  By default an embedded
-        ``distributed.LocalCluster`` is started (worker processes, one thread each, one
-        worker per core but no more than ``chains``) and closed afterwards.
+        cluster's client, ...); it is left open, and nothing of this run stays registered on
+        its scheduler.  By default an embedded ``distributed.LocalCluster`` is started
+        (worker processes, one thread each, one worker per core but no more than
+        ``chains``) and closed afterwards.
     cluster_kwargs : mapping, optional
         Keyword arguments for the embedded ``LocalCluster`` (e.g. ``{"n_workers": 2}``);
         ignored when ``client`` is given.
@@ -198,9 +180,8 @@ def sample(
         ``name`` uses ``<compiledir>/worker-<name>``.  By default the embedded cluster uses
         ``<base_compiledir>/pymc-kameleon-dask`` and a cluster you pass in the directory
         ``pymc-kameleon-pytensor`` of the workers' Dask scratch space, unless their
-        ``PYTENSOR_FLAGS`` already set ``base_compiledir``.
-        Applies to worker processes that have not imported PyTensor yet (see the module
-        documentation).
+        ``PYTENSOR_FLAGS`` already set ``base_compiledir``.  Applies to worker processes
+        that have not imported PyTensor yet.
     **pm_sample_kwargs
         Passed to ``pm.sample`` in every task: ``draws``, ``tune``, ``random_seed``,
         ``initvals`` (one dict, or a sequence of one per chain), ``discard_tuned_samples``,
@@ -208,8 +189,7 @@ def sample(
         by the driver: ``False`` for none, ``"combined"`` (or ``"combined+stats"``) for one
         bar of all draws, anything else true for one bar per chain.
         ``compute_convergence_checks`` runs once, on the merged result.  ``cores``, ``step``,
-        ``model``, ``mp_ctx``, ``nuts_sampler``, a ``trace`` backend and
-        ``return_inferencedata=False`` are not supported.
+        ``model``, a ``trace`` backend and ``return_inferencedata=False`` are not supported.
 
     Returns
     -------
@@ -225,6 +205,11 @@ def sample(
         A factory is not callable or cannot be pickled, or a keyword is not supported.
     ImportError
         Dask's ``distributed`` is not installed.
+
+    Warns
+    -----
+    UserWarning
+        A worker has several threads: it runs one chain at a time all the same.
 
     Notes
     -----
@@ -260,82 +245,124 @@ def sample(
     ...                draws=5000, random_seed=1)  # doctest: +SKIP
     """
     distributed = _import_distributed()
-    chains = _check_chains(chains)
-    _check_factory(model_factory, "model_factory")
-    _check_factory(step_factory, "step_factory")
-    kwargs = dict(pm_sample_kwargs)
-    _check_kwargs(kwargs)
+    from pymc.sampling.parallel import _cpu_count
 
-    random_seed = kwargs.pop("random_seed", None)
-    initvals = _initvals_per_chain(kwargs.pop("initvals", None), chains)
+    # pm.sample's default (pymc.sampling.mcmc.sample, PyMC 5 and 6): cores=min(4, cpus)
+    chains = max(2, min(4, _cpu_count())) if chains is None else chains
+    if isinstance(chains, bool) or not isinstance(chains, int | np.integer) or chains < 1:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
+    chains = int(chains)
+    for name, factory in (("model_factory", model_factory), ("step_factory", step_factory)):
+        _check_factory(factory, name)
+    kwargs = dict(pm_sample_kwargs)
+    unsupported = [k for k in _TASK_KWARGS if kwargs.get(k) is not None]
+    if unsupported or kwargs.get("return_inferencedata", True) is False:
+        raise TypeError(
+            f"sample() does not take {unsupported or 'return_inferencedata=False'}: pass the "
+            "model and the step as factories; the cluster's workers decide how many chains "
+            "run at once; each chain returns its own InferenceData/DataTree, merged here"
+        )
+
+    # the generators of the chains of pm.sample(chains=chains, random_seed=random_seed)
+    from pymc.util import get_random_generator
+
+    bit_generator = get_random_generator(kwargs.pop("random_seed", None)).bit_generator
+    root = bit_generator.seed_seq
+    seeds = [
+        np.random.Generator(type(bit_generator)(np.random.SeedSequence(
+            root.entropy, spawn_key=root.spawn_key, pool_size=root.pool_size,
+            n_children_spawned=root.n_children_spawned + i)))
+        for i in range(chains)
+    ]
+    initvals = kwargs.pop("initvals", None)
+    if initvals is None or isinstance(initvals, Mapping):
+        initvals = [initvals] * chains
+    elif len(initvals) != chains:  # pm.sample's check, which its one-chain calls cannot make
+        raise ValueError(f"initvals has {len(initvals)} entries for {chains} chains")
     progressbar = kwargs.pop("progressbar", True)
+    progressbar = False if kwargs.get("quiet", False) else progressbar
     kwargs.pop("progressbar_theme", None)
     convergence_checks = kwargs.pop("compute_convergence_checks", True)
-    quiet = bool(kwargs.get("quiet", False))
-    if quiet:
-        progressbar = False
-    tune = int(kwargs.get("tune", 1000))
-    draws = int(kwargs.get("draws", 1000))
-    _check_picklable(kwargs, "pm_sample_kwargs")
-    seeds = _chain_seeds(random_seed, chains)
+    tune, draws = int(kwargs.get("tune", 1000)), int(kwargs.get("draws", 1000))
+    payloads = [_dumps((model_factory, step_factory, {**kwargs, "initvals": initvals[i]}),
+                       "model_factory, step_factory or pm_sample_kwargs") for i in range(chains)]
 
-    owns_cluster = client is None
     cluster = None
-    if owns_cluster:
-        n_workers = min(chains, _cpu_count())
-        cluster, client = _start_local_cluster(n_workers, cluster_kwargs)
+    if client is None:
+        cluster, client = _start_local_cluster(min(chains, _n_cpus()), cluster_kwargs)
+        if compiledir is None:
+            import pytensor
+
+            compiledir = os.path.join(str(pytensor.config.base_compiledir),
+                                      "pymc-kameleon-dask")
     elif getattr(client, "asynchronous", False):
         raise TypeError("sample() needs a synchronous distributed.Client")
 
-    topic = f"pymc-kameleon-progress-{uuid.uuid4().hex}" if progressbar else None
-    progress = None
+    run_id = uuid.uuid4().hex
+    # set while the run is wanted; cleared (and so deleted on the scheduler) when it ends
+    wanted = distributed.Event(f"pymc-kameleon-run-{run_id}", client=client)
+    progress = _Progress(chains, tune, draws, progressbar, run_id)
     futures: list[Any] = []
     try:
-        progress = _Progress(chains, tune, draws, progressbar)
-        if compiledir is None and owns_cluster:
-            compiledir = _embedded_compiledir_root()
         _register_compiledir_plugin(client, None if compiledir is None else os.fspath(compiledir))
-        if topic is not None:
-            client.subscribe_topic(topic, progress.handle_event)
-        if not quiet:
-            _log.info("Dask sampling (%d chains on %d workers)", chains, _n_workers(client))
+        _warn_multithreaded(client)
+        if progressbar:
+            client.subscribe_topic(_PROGRESS_TOPIC, progress.handle_event)
+        wanted.set()
         t_start = time.perf_counter()
-        run_id = uuid.uuid4().hex[:8]
-        for chain in range(chains):
-            task_kwargs = dict(kwargs)
-            if initvals[chain] is not None:
-                task_kwargs["initvals"] = initvals[chain]
-            payload = _dumps((model_factory, step_factory, task_kwargs), "the task")
-            futures.append(client.submit(
-                _run_chain, payload, chain, seeds[chain], topic,
-                key=f"pymc-kameleon-chain-{chain}-{run_id}", pure=False,
-            ))
-        results = _gather(distributed, futures, progress)
+        futures = [client.submit(_run_chain, payloads[i], i, seeds[i], run_id, pure=False,
+                                 key=f"pymc-kameleon-chain-{i}-{run_id}")
+                   for i in range(chains)]
+        chain_of = {f.key: i for i, f in enumerate(futures)}
+        results: list[Any] = [None] * chains
+        for future in distributed.as_completed(futures, loop=client.loop):
+            chain = chain_of[future.key]
+            results[chain] = _chain_result(distributed, future, chain)
+            progress.finish(chain)
         sampling_time = time.perf_counter() - t_start
     except BaseException:
-        pending = [f for f in futures if not f.done()]
-        if pending:
-            with contextlib.suppress(Exception):
-                client.cancel(pending, force=True)
+        with contextlib.suppress(Exception):
+            client.cancel([f for f in futures if not f.done()], force=True)
         raise
     finally:
-        if progress is not None:
-            progress.close()
-        if topic is not None and progress is not None:
-            with contextlib.suppress(Exception):
-                client.unsubscribe_topic(topic)
-        if owns_cluster:
+        progress.close()
+        with contextlib.suppress(Exception):
+            wanted.clear()
+        if cluster is not None:
             _close_local_cluster(cluster, client)
+        else:  # leave nothing registered on the user's scheduler
+            with contextlib.suppress(Exception):
+                client.unregister_worker_plugin(_PLUGIN_NAME)
+            if progressbar:
+                with contextlib.suppress(Exception):
+                    client.unsubscribe_topic(_PROGRESS_TOPIC)
 
     _log_compiledirs(results)
     _reissue_warnings(results)
     merged = _merge_chains([r.data for r in results], sampling_time)
-    if not quiet:
+    if not kwargs.get("quiet", False):
         _log.info("Sampling %d chains for %d tune and %d draw iterations on Dask took %.0f "
                   "seconds.", chains, tune, draws, sampling_time)
         if convergence_checks:
             _convergence_checks(merged, results[0].model_vars)
     return merged
+
+
+def _chain_result(distributed: Any, future: Any, chain: int) -> Any:
+    """The result of a finished task, or its failure as :class:`ChainError`."""
+    try:
+        return future.result()
+    except ChainError:
+        raise
+    except distributed.KilledWorker as err:
+        raise ChainError(
+            chain, "running on a Dask worker",
+            f"the workers running it died too often ({err}); raise the Dask setting "
+            "distributed.scheduler.allowed-failures if workers are expected to be lost",
+        ) from err
+    except (Exception, asyncio.CancelledError) as err:
+        raise ChainError(chain, "running on a Dask worker",
+                         f"{type(err).__name__}: {err}") from err
 
 
 def _import_distributed():
@@ -349,18 +376,6 @@ def _import_distributed():
     return distributed
 
 
-def _check_chains(chains: int | None) -> int:
-    if chains is None:  # as pm.sample: the default
-        return 4
-    try:
-        ok = not isinstance(chains, bool) and int(chains) == chains and chains >= 1
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"chains must be a positive integer, got {chains!r}")
-    return int(chains)
-
-
 def _check_factory(factory: Any, name: str) -> None:
     import pymc as pm
 
@@ -372,11 +387,7 @@ def _check_factory(factory: Any, name: str) -> None:
         )
     if not callable(factory):
         raise TypeError(f"{name} must be callable, got {type(factory).__name__}")
-    _check_picklable(factory, name)
-
-
-def _check_picklable(obj: Any, name: str) -> None:
-    _dumps(obj, name)
+    _dumps(factory, name)
 
 
 def _dumps(obj: Any, name: str) -> bytes:
@@ -400,40 +411,23 @@ def _dumps(obj: Any, name: str) -> bytes:
         ) from err
 
 
-def _check_kwargs(kwargs: dict[str, Any]) -> None:
-    for key, reason in _REJECTED_KWARGS.items():
-        if key in kwargs and not (key == "nuts_sampler" and kwargs[key] == "pymc"):
-            raise TypeError(f"sample() does not take {key!r}: {reason}")
-    if kwargs.get("trace") is not None:
-        raise TypeError("sample() does not take a trace backend: each chain returns its own "
-                        "result, merged in the driver")
-    if not kwargs.get("return_inferencedata", True):
-        raise TypeError("sample() returns the merged InferenceData/DataTree; "
-                        "return_inferencedata=False is not supported")
-
-
-def _initvals_per_chain(initvals: Any, chains: int) -> list[Any]:
-    if initvals is None or isinstance(initvals, Mapping):
-        return [initvals] * chains
-    if isinstance(initvals, Sequence) and not isinstance(initvals, str):
-        if len(initvals) != chains:
-            raise ValueError(f"initvals has {len(initvals)} entries for {chains} chains")
-        return list(initvals)
-    raise TypeError("initvals must be a dict or a sequence of one dict (or None) per chain")
-
-
-def _cpu_count() -> int:
+def _n_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
 
 
-def _n_workers(client: Any) -> int:
-    try:
-        return len(client.scheduler_info().get("workers", {}))
-    except Exception:  # pragma: no cover - purely informative
-        return 0
+def _warn_multithreaded(client: Any) -> None:
+    threads = {addr: n for addr, n in client.nthreads().items() if n > 1}
+    if threads:
+        warnings.warn(
+            f"{len(threads)} Dask worker(s) have several threads (e.g. {next(iter(threads))}: "
+            f"{max(threads.values())}), but each worker process runs one chain at a time; "
+            "start the workers with one thread each ('dask worker ADDRESS --nworkers N "
+            "--nthreads 1') to run N chains per node (see docs/distributed.md)",
+            UserWarning, stacklevel=3,
+        )
 
 
 def _start_local_cluster(n_workers: int, cluster_kwargs: Mapping[str, Any] | None):
@@ -467,57 +461,6 @@ def _close_local_cluster(cluster: Any, client: Any) -> None:
         for obj in (client, cluster):
             with contextlib.suppress(Exception):
                 obj.close()
-
-
-# ------------------------------------------------------------------------ seeds per chain
-@dataclass(frozen=True)
-class _ChainSeed:
-    """The seed sequence whose first spawned child is one chain's generator (plain data)."""
-
-    bit_generator: str
-    entropy: Any
-    spawn_key: tuple[int, ...]
-    pool_size: int
-    n_children_spawned: int
-
-    def generator(self) -> np.random.Generator:
-        seq = np.random.SeedSequence(
-            self.entropy, spawn_key=self.spawn_key, pool_size=self.pool_size,
-            n_children_spawned=self.n_children_spawned,
-        )
-        return np.random.Generator(getattr(np.random, self.bit_generator)(seq))
-
-
-def _chain_seeds(random_seed: Any, chains: int) -> list[_ChainSeed]:
-    """Per chain, the parent seed of what ``pm.sample(chains=chains)`` would spawn for it.
-
-    ``pm.sample`` spawns ``get_random_generator(random_seed).spawn(chains)``: child ``i``
-    is built on ``root_seq.spawn(...)[i]``, i.e. the child of the root seed sequence after
-    ``i`` earlier children.  ``pm.sample(chains=1, random_seed=parent_i)`` spawns that same
-    child.
-    """
-    from pymc.util import get_random_generator
-
-    if isinstance(random_seed, int | np.integer) and random_seed == -1:
-        raise ValueError(
-            "Setting random_seed = -1 is not allowed. Pass `None` to not specify a seed."
-        )
-    if isinstance(random_seed, tuple | list):
-        warnings.warn(
-            "A list or tuple of random_seed no longer specifies the specific random_seed of "
-            "each chain. Use a single seed instead.", UserWarning, stacklevel=3,
-        )
-    root = get_random_generator(random_seed)
-    bit_generator = root.bit_generator
-    seq = getattr(bit_generator, "seed_seq", None) or getattr(bit_generator, "_seed_seq", None)
-    if not isinstance(seq, np.random.SeedSequence):
-        raise ValueError("random_seed must give a generator with a numpy SeedSequence "
-                         "(an int, None, a SeedSequence or a Generator seeded from one)")
-    return [
-        _ChainSeed(type(bit_generator).__name__, seq.entropy, tuple(seq.spawn_key),
-                   seq.pool_size, seq.n_children_spawned + i)
-        for i in range(chains)
-    ]
 
 
 # --------------------------------------------------------------------------------- a task
@@ -571,10 +514,13 @@ def _reissue_warnings(results: Sequence[_ChainResult]) -> None:
                                    registry=registry)
 
 
-def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) -> _ChainResult:
+def _run_chain(payload: bytes, chain: int, seed: np.random.Generator,
+               run_id: str | None) -> _ChainResult:
     """One chain: build the model and the step, run ``pm.sample(chains=1)`` (in a worker).
 
-    ``payload`` is the cloudpickled ``(model_factory, step_factory, pm_sample_kwargs)``.
+    ``payload`` is the cloudpickled ``(model_factory, step_factory, pm_sample_kwargs)``;
+    ``run_id`` names the run's progress messages and its ``distributed.Event`` (``None``:
+    neither, e.g. outside a worker).
     """
     import pickle
 
@@ -582,8 +528,8 @@ def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) 
     import pytensor
 
     worker = _current_worker()
-    # one chain at a time per process (_CHAIN_LOCK), so recording its warnings (global
-    # state) does not mix two chains; they are issued again in the caller
+    # one chain at a time per process: recording its warnings (global state) must not mix
+    # two chains; they are issued again in the caller
     with (_CHAIN_LOCK, _quiet_logger("pymc"), warnings.catch_warnings(record=True) as caught):
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -607,13 +553,13 @@ def _run_chain(payload: bytes, chain: int, seed: _ChainSeed, topic: str | None) 
 
         kwargs = dict(sample_kwargs)
         total = int(kwargs.get("tune", 1000)) + int(kwargs.get("draws", 1000))
-        callback = _chain_callback(worker, topic, chain, total, kwargs.pop("callback", None))
+        callback = _chain_callback(worker if run_id else None, run_id, chain, total,
+                                   kwargs.pop("callback", None))
         try:
             with model:
                 data = pm.sample(
-                    chains=1, cores=1, step=step, random_seed=seed.generator(),
-                    progressbar=False, compute_convergence_checks=False, callback=callback,
-                    **kwargs,
+                    chains=1, cores=1, step=step, random_seed=seed, progressbar=False,
+                    compute_convergence_checks=False, callback=callback, **kwargs,
                 )
         except Exception as err:
             raise _chain_error(chain, "sampling", err) from err
@@ -657,65 +603,44 @@ def _quiet_logger(name: str, level: int = logging.WARNING) -> Iterator[None]:
 
 
 class _ChainCancelled(Exception):
-    """Raised inside a task whose future was cancelled (e.g. after ``KeyboardInterrupt``)."""
-
-
-def _current_key() -> Any:
-    try:
-        from distributed.worker import thread_state
-
-        return getattr(thread_state, "key", None)
-    except ImportError:  # pragma: no cover - only called in a worker
-        return None
-
-
-def _is_cancelled(worker: Any, key: Any) -> bool:
-    """Has the scheduler cancelled this running task (best effort; False if unknown)?"""
-    tasks = getattr(getattr(worker, "state", None), "tasks", None)
-    if tasks is None or key is None:
-        return False
-    ts = tasks.get(key)
-    return ts is None or ts.state == "cancelled"
+    """Raised inside a task whose run has ended (an error elsewhere, ``KeyboardInterrupt``)."""
 
 
 def _chain_callback(
-    worker: Any, topic: str | None, chain: int, total: int, user_callback: Any
+    worker: Any, run_id: str | None, chain: int, total: int, user_callback: Any
 ) -> Callable[..., None] | None:
     """``pm.sample`` callback: the user's, then (throttled) progress and cancellation.
 
-    Dask cannot stop a running task, so a cancelled chain stops itself: a few times a second
-    it checks whether its task is still wanted, and raises if not, freeing its worker.
+    Dask cannot stop a running task, so a chain stops itself: a few times a second it asks
+    the scheduler whether the run's ``distributed.Event`` is still set, and raises if not.
     """
     if worker is None and user_callback is None:
         return None
-    key = _current_key()
+    wanted = None
+    if worker is not None:
+        from distributed import Event
+
+        wanted = Event(f"pymc-kameleon-run-{run_id}")
     last = [-np.inf]
 
     def callback(trace, draw):
         if user_callback is not None:
             user_callback(trace=trace, draw=draw)
-        if worker is None:
+        if wanted is None:
             return
         done = int(draw.draw_idx) + 1
         now = time.monotonic()
         if done == 1 or done >= total or now - last[0] >= _PROGRESS_INTERVAL:
             last[0] = now
-            if _is_cancelled(worker, key):
+            if not wanted.is_set():
                 raise _ChainCancelled(f"chain {chain} was cancelled")
-            if topic is not None:
-                worker.log_event(topic, {"chain": chain, "done": done,
-                                         "worker": worker.address})
+            worker.log_event(_PROGRESS_TOPIC, {"run": run_id, "chain": chain, "done": done,
+                                               "worker": worker.address})
 
     return callback
 
 
 # ------------------------------------------------------------------- compilation directory
-def _embedded_compiledir_root() -> str:
-    import pytensor
-
-    return os.path.join(str(pytensor.config.base_compiledir), "pymc-kameleon-dask")
-
-
 def _compiledir_plugin(root: str | None) -> Any:
     """A worker plugin that gives each worker process its own PyTensor ``base_compiledir``.
 
@@ -783,68 +708,20 @@ def _log_compiledirs(results: Sequence[_ChainResult]) -> None:
         )
 
 
-# ----------------------------------------------------------------------- waiting, progress
-def _wait_some(futures: Sequence[Any], timeout: float) -> list[Any]:
-    """The futures among ``futures`` that are done, waiting at most ``timeout`` seconds.
-
-    Polls ``Future.done()`` (``distributed.wait`` would need a default client, and the
-    embedded client is deliberately not made the default).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        done = [f for f in futures if f.done()]
-        if done or time.monotonic() >= deadline:
-            return done
-        time.sleep(0.02)
-
-
-def _gather(distributed: Any, futures: Sequence[Any], progress: _Progress) -> list[Any]:
-    """Wait for every chain, raising the first failure as :class:`ChainError`."""
-    chain_of = {f.key: i for i, f in enumerate(futures)}
-    results: list[Any] = [None] * len(futures)
-    pending = list(futures)
-    while pending:
-        done = _wait_some(pending, 0.25)
-        for future in done:
-            chain = chain_of[future.key]
-            if future.status == "finished":
-                results[chain] = future.result()
-                progress.finish(chain)
-            else:
-                _raise_chain_failure(distributed, future, chain)
-        finished = {f.key for f in done}
-        pending = [f for f in pending if f.key not in finished]
-        progress.refresh()
-    return results
-
-
-def _raise_chain_failure(distributed: Any, future: Any, chain: int) -> None:
-    if future.status == "cancelled":
-        raise ChainError(chain, "running on a Dask worker", "its task was cancelled")
-    exc = future.exception()
-    if isinstance(exc, ChainError):
-        raise exc
-    killed = getattr(distributed, "KilledWorker", None)
-    if killed is not None and isinstance(exc, killed):
-        raise ChainError(
-            chain, "running on a Dask worker",
-            f"the workers running it died too often ({exc}); raise the Dask setting "
-            "distributed.scheduler.allowed-failures if workers are expected to be lost",
-        ) from exc
-    raise ChainError(chain, "running on a Dask worker", f"{type(exc).__name__}: {exc}") from exc
-
-
+# ----------------------------------------------------------------------------- progress
 class _Progress:
     """Progress bars in the driver, fed by the workers' events (rich, like ``pm.sample``).
 
     ``mode`` is ``pm.sample``'s ``progressbar``: false for none, ``"combined"`` or
     ``"combined+stats"`` for one bar over all draws, anything else true for one per chain.
+    Rich redraws the bars in its own thread; the events update them from the client's
+    event-loop thread.
     """
 
-    def __init__(self, chains: int, tune: int, draws: int, mode: Any):
+    def __init__(self, chains: int, tune: int, draws: int, mode: Any, run_id: str):
         self.total = tune + draws
         self.done = [0] * chains
-        self.where: list[str] = [""] * chains
+        self.run_id = run_id
         self._lock = threading.Lock()
         self._bar = None
         if not mode:
@@ -874,82 +751,66 @@ class _Progress:
     def handle_event(self, event: tuple[float, Mapping[str, Any]]) -> None:
         """Subscriber of the progress topic (runs in the client's event-loop thread)."""
         _, msg = event
+        if msg.get("run") != self.run_id:
+            return  # another run's message on the shared topic
+        chain = int(msg["chain"])
         with self._lock:
-            chain = int(msg["chain"])
             if 0 <= chain < len(self.done) and self.done[chain] < self.total:
                 self.done[chain] = int(msg["done"])  # a re-run task starts again from 0
-                self.where[chain] = str(msg.get("worker", ""))
+                self._update(chain, str(msg.get("worker", "")))
 
     def finish(self, chain: int) -> None:
         with self._lock:
             self.done[chain] = self.total
-            self.where[chain] = "done"
+            self._update(chain, "done")
 
-    def refresh(self) -> None:
+    def _update(self, chain: int, where: str) -> None:
         if self._bar is None:
             return
-        with self._lock:
-            done, where = list(self.done), list(self.where)
         if self._combined:
-            self._bar.update(self._tasks[0], completed=sum(done))
+            self._bar.update(self._tasks[0], completed=sum(self.done))
         else:
-            for task, n, w in zip(self._tasks, done, where, strict=True):
-                self._bar.update(task, completed=n, where=w)
+            self._bar.update(self._tasks[chain], completed=self.done[chain], where=where)
 
     def close(self) -> None:
         if self._bar is not None:
-            self.refresh()
             self._bar.stop()
             self._bar = None
 
 
 # ------------------------------------------------------------------------------- merging
 def _merge_chains(parts: Sequence[Any], sampling_time: float | None = None) -> Any:
-    """Concatenate one-chain results (InferenceData or DataTree) into chains 0..n-1."""
-    first = parts[0]
-    if _is_datatree(first):
-        import xarray as xr
+    """Concatenate one-chain results into chains ``0 .. n-1``, as ``pm.sample`` returns them.
 
-        nodes = {}
-        for node in first.subtree:
-            path = node.path
-            datasets = [_node_dataset(p[path] if path != "/" else p) for p in parts]
-            nodes[path] = _concat_chains(datasets, sampling_time)
-        tree = xr.DataTree.from_dict(nodes)
-        return tree
-    import arviz as az
-
-    groups = {name: _concat_chains([p[name] for p in parts], sampling_time)
-              for name in first.groups()}
-    attrs = dict(getattr(first, "attrs", None) or {}) or None
-    return az.InferenceData(attrs=attrs, **groups)
-
-
-def _is_datatree(obj: Any) -> bool:
-    return type(obj).__name__ == "DataTree" and hasattr(obj, "subtree")
-
-
-def _node_dataset(node: Any) -> Any:
-    try:
-        return node.to_dataset(inherit=False)
-    except TypeError:  # xarray before the inherit keyword
-        return node.to_dataset()
-
-
-def _concat_chains(datasets: Sequence[Any], sampling_time: float | None) -> Any:
+    ArviZ 0.x: ``arviz.concat`` (groups without a ``chain`` dimension, such as
+    ``observed_data``, are kept once).  ArviZ 1.x returns a :class:`xarray.DataTree`, which
+    ``xarray.concat`` concatenates node by node.  Both give the groups of ``pm.sample(chains=n)``
+    with the same values (``tests/test_distributed.py``).
+    """
     import xarray as xr
 
-    first = datasets[0]
-    if "chain" in first.dims:
-        renumbered = [ds.assign_coords(chain=np.array([i])) for i, ds in enumerate(datasets)]
-        merged = xr.concat(renumbered, dim="chain", data_vars="minimal", coords="minimal",
-                           compat="override", join="outer", combine_attrs="override")
+    from pymc_kameleon.compat import ARVIZ_VERSION
+
+    if ARVIZ_VERSION[0] >= 1:
+        numbered = [xr.map_over_datasets(functools.partial(_number_chain, i), part)
+                    for i, part in enumerate(parts)]
+        merged = xr.concat(numbered, dim="chain", data_vars="minimal", coords="minimal",
+                           compat="override", combine_attrs="override")
+        groups = list(merged.subtree)
     else:
-        merged = first.copy()
-    merged.attrs = dict(first.attrs)
-    if sampling_time is not None and "sampling_time" in merged.attrs:
-        merged.attrs["sampling_time"] = float(sampling_time)
+        import arviz as az
+
+        merged = az.concat(*parts, dim="chain", reset_dim=True)
+        groups = [merged[name] for name in merged.groups()]
+    if sampling_time is not None:
+        for ds in groups:
+            if "sampling_time" in ds.attrs:
+                ds.attrs["sampling_time"] = float(sampling_time)
     return merged
+
+
+def _number_chain(chain: int, ds: Any) -> Any:
+    return ds.assign_coords(chain=[chain]) if "chain" in ds.dims else ds
 
 
 def _convergence_checks(data: Any, model_vars: tuple[tuple[str, ...], tuple[str, ...]]) -> None:

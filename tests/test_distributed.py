@@ -1,17 +1,22 @@
 """Chains on Dask: ``pymc_kameleon.distributed.sample`` against sequential ``pm.sample``.
 
-Most tests share one ``LocalCluster`` with 2 worker processes of 1 thread each.  The factories
+Most tests share one ``LocalCluster`` with 2 worker processes of 1 thread each; the tests
+marked "real cluster" run against a ``dask scheduler`` and two ``dask worker`` processes that
+this module starts on 127.0.0.1 (skipped without the ``dask`` command).  The factories
 below are top-level functions of this module, which the workers import by name (the worker
-processes inherit the test session's ``sys.path``).  Their PyTensor compilation directories
+processes get the test session's ``sys.path``).  Their PyTensor compilation directories
 live under ``<base_compiledir>/pymc-kameleon-tests`` (one per worker), so that a second run of
 the suite finds its compiled modules.
 """
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import functools
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -98,10 +103,26 @@ def noisy_model(seed: int) -> pm.Model:
     return model
 
 
-def mark_draw(directory: str, trace, draw) -> None:
-    """``pm.sample`` callback: at draw 20 of a chain, leave a file named after the process."""
+def announce_draw(directory: str, topic: str, trace, draw) -> None:
+    """``pm.sample`` callback: at draw 20 of a chain, leave a file named after the process
+    and send the process id to the scheduler's event ``topic``."""
     if draw.draw_idx == 20:
         Path(directory, f"{os.getpid()}-{time.monotonic_ns()}").touch()
+        distributed.get_worker().log_event(topic, os.getpid())
+
+
+def data_model() -> pm.Model:
+    """Observed and constant data: groups without a chain dimension."""
+    with pm.Model() as model:
+        shift = pm.Data("shift", np.arange(3.0))
+        mu = pm.Normal("mu", shape=2)
+        pm.Normal("y", mu[0] + shift, observed=np.array([0.1, 0.2, 0.3]))
+        pm.Deterministic("total", mu.sum())
+    return model
+
+
+def compiledir_marker() -> str | None:
+    return os.environ.get(pkd._COMPILEDIR_ENV)
 
 
 def worker_compiledir() -> tuple[str, str | None, int]:
@@ -171,50 +192,109 @@ def client():
     cluster.close()
 
 
+# ------------------------------------------------------------------- a real cluster (dask CLI)
+class DaskCLICluster:
+    """A ``dask scheduler`` and ``dask worker`` processes started here, on 127.0.0.1."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.scheduler_file = str(directory / "scheduler.json")
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.env.pop("PYTENSOR_FLAGS", None)
+        self.procs: list[subprocess.Popen] = []
+        self.start("scheduler", "--host", "127.0.0.1", "--port", "0",
+                   "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.scheduler_file)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        log = open(self.directory / f"{len(self.procs)}.log", "wb")  # noqa: SIM115
+        self.procs.append(subprocess.Popen([DASK, *args], env=self.env, stdout=log,
+                                           stderr=subprocess.STDOUT, cwd=self.directory))
+        return self.procs[-1]
+
+    def add_worker(self, name: str, nthreads: int = 1) -> subprocess.Popen:
+        return self.start("worker", "--scheduler-file", self.scheduler_file, "--name", name,
+                          "--nthreads", str(nthreads), "--nworkers", "1", "--host", "127.0.0.1",
+                          "--no-dashboard", "--local-directory", str(self.directory))
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.send_signal(signal.SIGINT)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
+DASK = shutil.which("dask", path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                  os.environ.get("PATH", "")]))
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory):
+    if DASK is None:
+        pytest.skip("the dask command line (dask scheduler, dask worker) is not installed")
+    cluster = DaskCLICluster(tmp_path_factory.mktemp("dask-cli"))
+    try:
+        for i in range(2):
+            cluster.add_worker(f"cli-{i}")
+        cluster.client = distributed.Client(scheduler_file=cluster.scheduler_file, timeout=60,
+                                            set_as_default=False)
+        cluster.client.wait_for_workers(2, timeout=120)
+        yield cluster
+        cluster.client.close()
+    finally:
+        cluster.close()
+
+
+def plugins_on_scheduler(client) -> list[str]:
+    return client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.worker_plugins))
+
+
 # ---------------------------------------------------------------------- no cluster needed
 def test_one_chain_tasks_merge_into_pm_sample_result():
-    """The seeds, the task and the merge, run in this process: equal to pm.sample."""
-    kwargs = {"draws": 30, "tune": 20, "random_seed": 7, "discard_tuned_samples": False}
-    seeds = pkd._chain_seeds(7, 3)
-    task_kwargs = {k: v for k, v in kwargs.items() if k != "random_seed"}
-    payload = pkd._dumps((gauss_model, RandomWalkStep, task_kwargs), "the task")
-    parts = [pkd._run_chain(payload, i, seeds[i], None) for i in range(3)]
+    """Tasks run in this process, with the seed sequence of chain i (``SeedSequence(S,
+    n_children_spawned=i)``) and merged: equal to ``pm.sample``, groups without a chain
+    dimension (observed and constant data) and warm-up groups included."""
+    kwargs = {"draws": 30, "tune": 20, "discard_tuned_samples": False}
+    payload = pkd._dumps((data_model, RandomWalkStep, kwargs), "the task")
+    parts = [pkd._run_chain(payload, i, np.random.default_rng(
+        np.random.SeedSequence(7, n_children_spawned=i)), None) for i in range(3)]
     assert [p.chain for p in parts] == [0, 1, 2]
     merged = pkd._merge_chains([p.data for p in parts], sampling_time=1.5)
-    assert_same_draws(merged, sequential(gauss_model, RandomWalkStep, 3, **kwargs))
+    want = sequential(data_model, RandomWalkStep, 3, random_seed=7, **kwargs)
+    assert_same_draws(merged, want)
+    assert {"observed_data", "constant_data", "warmup_posterior"} <= set(groups(merged))
     assert merged["posterior"].attrs["sampling_time"] == 1.5
     assert merged["posterior"]["chain"].values.tolist() == [0, 1, 2]
 
 
-def test_arguments_are_checked_before_any_cluster_starts(monkeypatch):
-    def no_cluster(*args, **kwargs):
-        raise AssertionError("a cluster was started")
+class Untouchable:
+    """A ``client`` that fails the test when used: the arguments are checked before."""
 
-    monkeypatch.setattr(pkd, "_start_local_cluster", no_cluster)
+    def __getattr__(self, name):
+        raise AssertionError(f"the client was used ({name})")
+
+
+def test_arguments_are_checked_before_the_cluster_is_used():
+    client = Untouchable()
     with pytest.raises(TypeError, match="not a pymc.Model"):
-        pkd.sample(gauss_model(), RandomWalkStep)
+        pkd.sample(gauss_model(), RandomWalkStep, client=client)
     with pytest.raises(TypeError, match="step_factory must be callable"):
-        pkd.sample(gauss_model, 3)
-    with pytest.raises(TypeError, match="'cores'"):
-        pkd.sample(gauss_model, RandomWalkStep, cores=2)
-    with pytest.raises(TypeError, match="'step'"):
-        pkd.sample(gauss_model, RandomWalkStep, step=None)
+        pkd.sample(gauss_model, 3, client=client)
+    for key, value in (("cores", 2), ("step", RandomWalkStep), ("trace", "zarr")):
+        with pytest.raises(TypeError, match=f"'{key}'"):
+            pkd.sample(gauss_model, RandomWalkStep, client=client, **{key: value})
     with pytest.raises(TypeError, match="return_inferencedata=False"):
-        pkd.sample(gauss_model, RandomWalkStep, return_inferencedata=False)
-    with pytest.raises(TypeError, match="trace backend"):
-        pkd.sample(gauss_model, RandomWalkStep, trace="zarr")
-    for chains in (0, 2.5, "2", [2]):
+        pkd.sample(gauss_model, RandomWalkStep, client=client, return_inferencedata=False)
+    for chains in (0, 2.5, "2", [2], True):
         with pytest.raises(ValueError, match="chains must be a positive integer"):
-            pkd.sample(gauss_model, RandomWalkStep, chains=chains)
-    assert pkd._check_chains(None) == 4 and pkd._check_chains(np.int64(3)) == 3
+            pkd.sample(gauss_model, RandomWalkStep, chains=chains, client=client)
     with pytest.raises(ValueError, match="initvals has 2 entries for 4 chains"):
-        pkd.sample(gauss_model, RandomWalkStep, initvals=[{}, {}])
-    with pytest.raises(ValueError, match="random_seed = -1"):
-        pkd.sample(gauss_model, RandomWalkStep, random_seed=-1)
-
-
-def test_unpicklable_factory_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(pkd, "_start_local_cluster", None)
+        pkd.sample(gauss_model, RandomWalkStep, chains=4, initvals=[{}, {}], client=client)
+    with pytest.raises(ValueError, match="non-negative"):
+        pkd.sample(gauss_model, RandomWalkStep, random_seed=-1, client=client)
     lock = threading.Lock()
 
     def factory():
@@ -222,7 +302,7 @@ def test_unpicklable_factory_is_a_clear_error(monkeypatch):
             return gauss_model()
 
     with pytest.raises(TypeError, match="model_factory cannot be pickled.*top-level function"):
-        pkd.sample(factory, RandomWalkStep)
+        pkd.sample(factory, RandomWalkStep, client=client)
 
 
 def test_missing_dask_names_the_extra(monkeypatch):
@@ -233,8 +313,6 @@ def test_missing_dask_names_the_extra(monkeypatch):
 
 def test_compiledir_plugin_loads_without_importing_pytensor(tmp_path):
     """The plugin travels by value: a fresh process loads it before PyTensor is imported."""
-    import subprocess
-
     import cloudpickle
 
     for root in (None, str(tmp_path / "cd")):
@@ -261,76 +339,12 @@ def test_compiledir_plugin_loads_without_importing_pytensor(tmp_path):
     assert compiledir == str(tmp_path / "cd" / "worker-w_1")
 
 
-class _FakeFuture:
-    def __init__(self, key):
-        self.key = key
-
-    def done(self):
-        return False
-
-
-class _FakeClient:
-    def __init__(self):
-        self.submitted, self.cancelled, self.closed = [], [], False
-
-    def register_plugin(self, plugin, name=None):
-        self.plugin = plugin
-
-    def scheduler_info(self):
-        return {"workers": {}}
-
-    def submit(self, fn, *args, key, pure):
-        self.submitted.append(_FakeFuture(key))
-        return self.submitted[-1]
-
-    def cancel(self, futures, force=False):
-        self.cancelled.extend(futures)
-
-    def close(self):
-        self.closed = True
-
-
-class _FakeCluster:
-    closed = False
-
-    def close(self):
-        self.closed = True
-
-
-def test_keyboard_interrupt_cancels_tasks_and_closes_embedded_cluster(monkeypatch):
-    fake_client, fake_cluster = _FakeClient(), _FakeCluster()
-    monkeypatch.setattr(pkd, "_start_local_cluster", lambda n, kw: (fake_cluster, fake_client))
-
-    def interrupted(futures, timeout):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(pkd, "_wait_some", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        pkd.sample(gauss_model, RandomWalkStep, chains=3, progressbar=False)
-    assert len(fake_client.submitted) == 3
-    assert fake_client.cancelled == fake_client.submitted
-    assert fake_client.closed and fake_cluster.closed
-
-
 # ---------------------------------------------------------------- on a 2-worker LocalCluster
 @pytest.mark.parametrize(
     ("step_factory", "progressbar"), [(RandomWalkStep, False), (kameleon_step, True)],
     ids=["RandomWalkStep", "KameleonStep-progressbar"],
 )
-def test_four_chains_equal_sequential_pm_sample(client, monkeypatch, step_factory, progressbar):
-    bars = []
-
-    class RecordingProgress(pkd._Progress):
-        def __init__(self, *args):
-            super().__init__(*args)
-            bars.append(self)
-            self.events = 0
-
-        def handle_event(self, event):
-            self.events += 1
-            super().handle_event(event)
-
-    monkeypatch.setattr(pkd, "_Progress", RecordingProgress)
+def test_four_chains_equal_sequential_pm_sample(client, step_factory, progressbar):
     kwargs = {"draws": 60, "tune": 60, "random_seed": 2026, "discard_tuned_samples": False}
     got = pkd.sample(gauss_model, step_factory, chains=4, client=client, compiledir=COMPILEDIR,
                      progressbar=progressbar, compute_convergence_checks=False, **kwargs)
@@ -341,12 +355,17 @@ def test_four_chains_equal_sequential_pm_sample(client, monkeypatch, step_factor
     assert got["posterior"].attrs["tuning_steps"] == 60
     assert got["posterior"].attrs["sampling_time"] > 0
     assert client.status == "running"  # a client passed in is left open
-    (bar,) = bars
-    assert bar.done == [120] * 4
-    if progressbar:
-        assert bar.events >= 4  # every chain reported from its worker
-    else:
-        assert bar.events == 0
+    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
+
+
+def test_default_chains_are_pm_samples(client):
+    """``chains=None`` runs as many chains as ``pm.sample`` does, with the same draws."""
+    kwargs = {"draws": 10, "tune": 10, "random_seed": 5}
+    got = pkd.sample(gauss_model, RandomWalkStep, client=client, compiledir=COMPILEDIR,
+                     **QUIET, **kwargs)
+    with gauss_model():
+        want = pm.sample(step=RandomWalkStep(), **QUIET, **kwargs)
+    assert_same_draws(got, want)
 
 
 def test_each_worker_process_has_its_own_compiledir(client):
@@ -360,65 +379,64 @@ def test_each_worker_process_has_its_own_compiledir(client):
         assert compiledir.startswith(marker)
 
 
-def test_killed_worker_chain_is_rerun_with_the_same_draws(client, tmp_path):
+def kill_a_worker_mid_run(client, tmp_path) -> None:
+    """Sample 4 slow chains on 2 workers and SIGKILL the process of the first chain to reach
+    draw 20: its chain must run again elsewhere and the result equal ``pm.sample``'s."""
+    topic = f"test-draw-20-{tmp_path.name}"
+    killed: list[int] = []
+
+    def kill_first(event):
+        if not killed:  # runs in the client's event loop: no blocking calls here
+            killed.append(int(event[1]))
+            os.kill(killed[0], signal.SIGKILL)
+
+    client.subscribe_topic(topic, kill_first)
     kwargs = {"draws": 100, "tune": 100, "random_seed": 11}
-    result: dict = {}
-
-    def run():
-        try:
-            result["data"] = pkd.sample(
-                slow_model, RandomWalkStep, chains=4, client=client, compiledir=COMPILEDIR,
-                callback=functools.partial(mark_draw, str(tmp_path)), **QUIET, **kwargs)
-        except BaseException as err:  # pragma: no cover - reported below
-            result["error"] = err
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not any(tmp_path.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    victim_pid = int(next(tmp_path.iterdir()).name.split("-")[0])
-    pids = client.run(os.getpid)
-    (victim,) = [addr for addr, pid in pids.items() if pid == victim_pid]
-    with contextlib.suppress(Exception):
-        client.run(os._exit, 1, workers=[victim])  # the reply never comes: CommClosedError
-    thread.join(timeout=300)
-
-    assert "error" not in result, result.get("error")
-    assert_same_draws(result["data"], sequential(slow_model, RandomWalkStep, 4, **kwargs))
-    assert victim_pid not in client.run(os.getpid).values()  # the process really died
+    try:
+        got = pkd.sample(slow_model, RandomWalkStep, chains=4, client=client,
+                         compiledir=COMPILEDIR, **QUIET, **kwargs,
+                         callback=functools.partial(announce_draw, str(tmp_path), topic))
+    finally:
+        client.unsubscribe_topic(topic)
+    assert_same_draws(got, sequential(slow_model, RandomWalkStep, 4, **kwargs))
+    assert len(killed) == 1
+    assert killed[0] not in client.run(os.getpid).values()  # the process really died
     assert len(list(tmp_path.iterdir())) >= 5  # ... and its chain started again elsewhere
-    client.wait_for_workers(2, timeout=60)
+    client.wait_for_workers(2, timeout=120)  # the nanny restarts it
 
 
-def chain_running() -> bool:
-    """In a worker: is a chain of pymc_kameleon.distributed running in this process?"""
-    return pkd._CHAIN_LOCK.locked()
+def test_killed_worker_chain_is_rerun_with_the_same_draws(client, tmp_path):
+    kill_a_worker_mid_run(client, tmp_path)
 
 
-def test_keyboard_interrupt_cancels_the_tasks_on_a_given_client(client, monkeypatch):
-    seen = []
-    wait_some = pkd._wait_some
+def announce_draw_5(topic: str, trace, draw) -> None:
+    if draw.draw_idx == 5:
+        distributed.get_worker().log_event(topic, os.getpid())
 
-    def interrupted_once_running(futures, timeout):
-        seen.extend(f for f in futures if f not in seen)
-        if any(client.run(chain_running).values()):
-            raise KeyboardInterrupt
-        return wait_some(futures, timeout)
 
-    monkeypatch.setattr(pkd, "_wait_some", interrupted_once_running)
-    with pytest.raises(KeyboardInterrupt):  # chains of >= 16 s each (4000 x 4 ms)
-        pkd.sample(slow_model, RandomWalkStep, chains=4, client=client, compiledir=COMPILEDIR,
-                   draws=2000, tune=2000, random_seed=1, **QUIET)
-    interrupted = time.monotonic()
-    assert len(seen) == 4
-    assert all(f.status == "cancelled" for f in seen)
+def test_keyboard_interrupt_cancels_the_chains_on_a_given_client(client):
+    """Ctrl-C while chains run: the tasks stop (chains of ~10 min otherwise), the client
+    stays open, and the run leaves nothing registered on the scheduler."""
+    topic, interrupted = "test-interrupt", []
+
+    def interrupt_once(event):
+        if not interrupted:
+            interrupted.append(event)
+            _thread.interrupt_main()
+
+    client.subscribe_topic(topic, interrupt_once)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pkd.sample(slow_model, RandomWalkStep, chains=4, client=client,
+                       compiledir=COMPILEDIR, draws=75_000, tune=75_000, random_seed=1,
+                       callback=functools.partial(announce_draw_5, topic), **QUIET)
+    finally:
+        client.unsubscribe_topic(topic)
     assert client.status == "running"  # not ours to close
-    # the running chains notice the cancellation and free their workers
-    while any(client.run(chain_running).values()) and time.monotonic() < interrupted + 60:
-        time.sleep(0.05)
-    assert time.monotonic() - interrupted < 8
-    assert not any(client.processing().values())
+    # both workers are free again: a task on each of them returns
+    for address in client.nthreads():
+        assert client.submit(os.getpid, workers=[address], pure=False).result(timeout=60)
+    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
 
 
 def test_failing_chain_is_named(client):
@@ -460,6 +478,7 @@ def test_warnings_of_worker_processes_reach_the_caller(client):
                    draws=10, tune=10, random_seed=1, **QUIET)
 
 
+@pytest.mark.slow  # one to three minutes: 4 chains of the 9-d GP classification model
 def test_gp_glass_pseudo_marginal_four_chains(client):
     path = glass_path()
     if path is None:
@@ -477,19 +496,44 @@ def test_gp_glass_pseudo_marginal_four_chains(client):
     assert_same_draws(got, sequential(factory, RandomWalkStep, 4, **kwargs))
 
 
-def test_embedded_local_cluster_is_started_and_closed(monkeypatch):
-    started = []
-    start = pkd._start_local_cluster
+def test_embedded_local_cluster_is_started_and_closed():
+    """Without a client: a LocalCluster of its own, whose processes are gone afterwards; a
+    worker with two threads still runs one chain at a time, and says so."""
+    import multiprocessing
 
-    def recording_start(n_workers, cluster_kwargs):
-        started.append(start(n_workers, cluster_kwargs))
-        return started[-1]
-
-    monkeypatch.setattr(pkd, "_start_local_cluster", recording_start)
+    before = set(multiprocessing.active_children())
     kwargs = {"draws": 20, "tune": 20, "random_seed": 99}
-    got = pkd.sample(gauss_model, RandomWalkStep, chains=2, cluster_kwargs={"n_workers": 2},
-                     **QUIET, **kwargs)
+    with pytest.warns(UserWarning, match="one chain at a time"):
+        got = pkd.sample(gauss_model, RandomWalkStep, chains=2,
+                         cluster_kwargs={"n_workers": 1, "threads_per_worker": 2},
+                         **QUIET, **kwargs)
     assert_same_draws(got, sequential(gauss_model, RandomWalkStep, 2, **kwargs))
-    ((cluster, client),) = started
-    assert client.status == "closed"
-    assert cluster.status.name == "closed"
+    assert set(multiprocessing.active_children()) <= before
+
+
+# ------------------------------------------------------------------------- on a real cluster
+def test_real_cluster_equal_draws_and_nothing_left_registered(cli_cluster):
+    """``dask scheduler`` + 2 ``dask worker`` processes: the draws of ``pm.sample``, each
+    worker its own compile directory, and afterwards no plugin on the scheduler, so a
+    worker that joins later keeps its own PyTensor settings."""
+    client = cli_cluster.client
+    kwargs = {"draws": 30, "tune": 30, "random_seed": 3}
+    got = pkd.sample(gauss_model, RandomWalkStep, chains=3, client=client,
+                     compiledir=COMPILEDIR, **QUIET, **kwargs)
+    assert_same_draws(got, sequential(gauss_model, RandomWalkStep, 3, **kwargs))
+    markers = [m for _, m, _ in client.run(worker_compiledir).values()]
+    assert len(set(markers)) == 2 and all(m and m.startswith(COMPILEDIR) for m in markers)
+    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
+    late = cli_cluster.add_worker("cli-late")
+    try:
+        client.wait_for_workers(3, timeout=120)
+        envs = client.run(compiledir_marker)  # (without importing PyTensor there)
+    finally:
+        late.send_signal(signal.SIGINT)
+        late.wait(timeout=60)
+    assert sorted(envs.values(), key=str) == sorted([*markers, None], key=str)
+
+
+@pytest.mark.slow  # a minute or two; test_killed_worker_chain_is_rerun_... is its fast twin
+def test_real_cluster_survives_a_killed_worker(cli_cluster, tmp_path):
+    kill_a_worker_mid_run(cli_cluster.client, tmp_path)
