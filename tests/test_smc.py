@@ -54,7 +54,10 @@ def _smc(model, kernel=KameleonSMC, *, draws=300, chains=2, seed=1, **kwargs):
 def _stat_per_chain(idata, name):
     """A per-stage stat as one list per chain (stage counts differ between chains)."""
     values = group_dataset(idata, "sample_stats")[name].values
-    return [np.asarray(list(v), dtype=float) for v in values.reshape(values.shape[0], -1)]
+    n_chains = group_dataset(idata, "posterior").sizes["chain"]
+    if n_chains == 1:  # PyMC 6 puts one chain's stages on the chain axis
+        return [np.asarray(values.ravel(), dtype=float)]
+    return [np.asarray(list(v), dtype=float) for v in values.reshape(n_chains, -1)]
 
 
 # ------------------------------------------------------------------ batched numerics
