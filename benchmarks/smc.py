@@ -96,6 +96,16 @@ TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_
            "lotka-volterra": lotka_volterra_target}
 
 
+def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
+    """A per-stage stat of ``pm.sample_smc`` as one float array per chain.  PyMC stores it
+    as a numeric or an object array (chains with different numbers of stages) and, on
+    PyMC 6 with one chain, with the stages on the chain axis."""
+    if chains == 1:
+        return [np.asarray(np.ravel(values), dtype=float)]
+    rows = np.asarray(values, dtype=object).reshape(chains, -1)
+    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
+
+
 def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dict:
     model, truth = TARGETS[target]()
     t0 = time.perf_counter()
@@ -107,10 +117,8 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dic
     post = group_dataset(idata, "posterior")
     stats = group_dataset(idata, "sample_stats")
     x = post["x"].values if "x" in post else None  # (chain, draw, d)
-    lml = np.array([np.asarray(list(v), float)[-1] for v in
-                    stats["log_marginal_likelihood"].values.reshape(chains, -1)])
-    steps = np.array([np.sum(np.asarray(list(v), float)) for v in
-                      stats["mh_steps"].values.reshape(chains, -1)])
+    lml = np.array([c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, chains)])
+    steps = np.array([c.sum() for c in per_chain(stats["mh_steps"].values, chains)])
     row = {
         "target": target, "kernel": kernel, "seed": seed, "draws": draws, "chains": chains,
         "evals_per_chain": float(np.mean(draws * (1 + steps))),

@@ -26,6 +26,7 @@ from pytensor.compile.ops import as_op
 from scipy import stats
 from scipy.spatial.distance import pdist
 
+from benchmarks.smc import per_chain
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
@@ -53,11 +54,8 @@ def _smc(model, kernel=KameleonSMC, *, draws=300, chains=2, seed=1, **kwargs):
 
 def _stat_per_chain(idata, name):
     """A per-stage stat as one list per chain (stage counts differ between chains)."""
-    values = group_dataset(idata, "sample_stats")[name].values
-    n_chains = group_dataset(idata, "posterior").sizes["chain"]
-    if n_chains == 1:  # PyMC 6 puts one chain's stages on the chain axis
-        return [np.asarray(values.ravel(), dtype=float)]
-    return [np.asarray(list(v), dtype=float) for v in values.reshape(n_chains, -1)]
+    return per_chain(group_dataset(idata, "sample_stats")[name].values,
+                     group_dataset(idata, "posterior").sizes["chain"])
 
 
 # ------------------------------------------------------------------ batched numerics
