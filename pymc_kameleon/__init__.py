@@ -6,10 +6,12 @@
 """
 
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
+from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 
 __all__ = [
     "FastKameleonStep",
+    "KameleonSMC",
     "KameleonStep",
     "KernelHMCStep",
     "PseudoMarginalWarning",

@@ -15,10 +15,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import gaussian_kernel_grad
-from .linalg import MultivariateNormal
+from .kernels import gaussian_kernel_grads
+from .linalg import BatchedMultivariateNormal, MultivariateNormal
 
-__all__ = ["kamh_gram", "kamh_covariance", "kamh_proposal", "natural_nu2_scale"]
+__all__ = [
+    "kamh_covariance",
+    "kamh_covariances",
+    "kamh_gram",
+    "kamh_grams",
+    "kamh_proposal",
+    "kamh_proposals",
+    "natural_nu2_scale",
+]
+
+# points per block of kamh_grams: the (block, n, d) gradient array stays below ~32 MB
+_GRAM_BLOCK_FLOATS = 4_000_000
 
 
 def kamh_gram(y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
@@ -51,9 +62,49 @@ def kamh_gram(y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
     >>> bool(G[0, 0] > G[1, 1] > 0)  # the spread of the history is along the first axis
     True
     """
-    Mt = gaussian_kernel_grad(y, Z, bandwidth)  # (n, d): rows are columns of M / 2
-    Mc = Mt - Mt.mean(axis=0)
-    return 4.0 * (Mc.T @ Mc)
+    return kamh_grams(np.asarray(y, dtype=float)[None, :], Z, bandwidth)[0]
+
+
+def kamh_grams(Y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
+    """:func:`kamh_gram` at each row of ``Y`` (the batched form; the single-point one calls it).
+
+    Parameters
+    ----------
+    Y : ndarray, shape (m, d)
+        Points at which the matrices are built (e.g. all SMC particles).
+    Z : ndarray, shape (n, d)
+        History subsample (for SMC, the particle system of the stage).
+    bandwidth : float
+        Gaussian kernel bandwidth ``s``.
+
+    Returns
+    -------
+    ndarray, shape (m, d, d)
+        ``[j]`` is ``M H M^T`` at ``Y[j]``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2 and Eq. (3).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.1]])
+    >>> kamh_grams(np.zeros((3, 2)), Z, 1.0).shape
+    (3, 2, 2)
+    """
+    Y = np.atleast_2d(np.asarray(Y, dtype=float))
+    Z = np.atleast_2d(np.asarray(Z, dtype=float))
+    m, d = Y.shape
+    out = np.empty((m, d, d))
+    block = max(1, _GRAM_BLOCK_FLOATS // max(1, Z.shape[0] * d))
+    for start in range(0, m, block):
+        Mt = gaussian_kernel_grads(Y[start : start + block], Z, bandwidth)  # rows: M / 2
+        Mt -= Mt.mean(axis=1, keepdims=True)
+        np.matmul(Mt.transpose(0, 2, 1), Mt, out=out[start : start + block])
+    out *= 4.0
+    return out
 
 
 def kamh_covariance(
@@ -93,8 +144,31 @@ def kamh_covariance(
     array([[0.04, 0.  ],
            [0.  , 0.04]])
     """
-    d = np.asarray(y).shape[0]
-    return gamma**2 * np.eye(d) + nu2 * kamh_gram(y, Z, bandwidth)
+    return kamh_covariances(np.asarray(y, dtype=float)[None, :], Z, bandwidth, gamma, nu2)[0]
+
+
+def kamh_covariances(
+    Y: np.ndarray, Z: np.ndarray, bandwidth: float, gamma: float, nu2: float
+) -> np.ndarray:
+    """:func:`kamh_covariance` at each row of ``Y``, shape ``(m, d, d)``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> kamh_covariances(np.full((2, 2), 50.0), Z, 1.0, gamma=0.5, nu2=1.0)[1].round(6)
+    array([[0.25, 0.  ],
+           [0.  , 0.25]])
+    """
+    G = kamh_grams(Y, Z, bandwidth)
+    G *= nu2
+    G += gamma**2 * np.eye(G.shape[-1])
+    return G
 
 
 def kamh_proposal(
@@ -135,6 +209,46 @@ def kamh_proposal(
     True
     """
     return MultivariateNormal.from_cov(y, kamh_covariance(y, Z, bandwidth, gamma, nu2))
+
+
+def kamh_proposals(
+    Y: np.ndarray, Z: np.ndarray, bandwidth: float, gamma: float, nu2: float
+) -> BatchedMultivariateNormal:
+    """The proposals ``q_z(. | y)`` at every row of ``Y`` (one per SMC particle).
+
+    As :func:`kamh_proposal`, whose covariance it builds with :func:`kamh_covariances`;
+    the Cholesky factors are those of :func:`~pymc_kameleon.math.linalg.safe_cholesky`, so
+    each density equals the single-point one.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (m, d)
+        Points at which the proposals are built.
+    Z, bandwidth, gamma, nu2
+        As for :func:`kamh_covariance`.
+
+    Returns
+    -------
+    BatchedMultivariateNormal
+        ``N(Y[j], kamh_covariance(Y[j], Z, bandwidth, gamma, nu2))`` for each ``j``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2 and Eq. (4).
+    .. [2] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 5.2.1 (KASMC).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Z = np.random.default_rng(0).normal(size=(50, 2))
+    >>> Y = np.zeros((3, 2))
+    >>> kamh_proposals(Y, Z, 1.0, gamma=0.2, nu2=0.5).logpdf(Y).shape
+    (3,)
+    """
+    Y = np.atleast_2d(np.asarray(Y, dtype=float))
+    return BatchedMultivariateNormal.from_covs(Y, kamh_covariances(Y, Z, bandwidth, gamma, nu2))
 
 
 def natural_nu2_scale(bandwidth: float, n: int) -> float:

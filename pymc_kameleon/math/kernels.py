@@ -18,6 +18,7 @@ __all__ = [
     "exact_median",
     "gaussian_kernel",
     "gaussian_kernel_grad",
+    "gaussian_kernel_grads",
     "median_heuristic",
 ]
 
@@ -83,10 +84,41 @@ def gaussian_kernel_grad(x: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.n
     >>> gaussian_kernel_grad(np.zeros(2), np.array([[1.0, 0.0]]), 1.0).round(4)
     array([[0.6065, 0.    ]])
     """
-    diff = np.atleast_2d(Z) - x
+    return gaussian_kernel_grads(np.asarray(x)[None, :], Z, bandwidth)[0]
+
+
+def gaussian_kernel_grads(Y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
+    """:func:`gaussian_kernel_grad` at several points at once.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (m, d)
+        Points at which the gradients are taken.
+    Z : ndarray, shape (n, d)
+        Second arguments ``z_1 .. z_n``.
+    bandwidth : float
+        Kernel bandwidth ``s``.
+
+    Returns
+    -------
+    ndarray, shape (m, n, d)
+        ``[j, i]`` is ``grad_x k(x, z_i)`` at ``x = Y[j]``.
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Section 4.3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gaussian_kernel_grads(np.zeros((2, 1)), np.array([[1.0]]), 1.0).shape
+    (2, 1, 1)
+    """
+    diff = np.atleast_2d(Z)[None, :, :] - np.atleast_2d(Y)[:, None, :]
     inv_s2 = 1.0 / bandwidth**2
-    w = np.exp(np.einsum("ij,ij->i", diff, diff) * (-0.5 * inv_s2)) * inv_s2
-    diff *= w[:, None]
+    w = np.exp(np.einsum("mij,mij->mi", diff, diff) * (-0.5 * inv_s2)) * inv_s2
+    diff *= w[:, :, None]
     return diff
 
 

@@ -15,6 +15,7 @@ from .factories import (
     banana_model,
     counted_model,
     flower_model,
+    gaussian_mixture_model,
     gaussian_model,
     gp_classification_model,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "banana_model",
     "counted_model",
     "flower_model",
+    "gaussian_mixture_model",
     "gaussian_model",
     "gp_classification_model",
     "lotka_volterra_model",

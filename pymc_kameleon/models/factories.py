@@ -35,6 +35,7 @@ __all__ = [
     "banana_model",
     "counted_model",
     "flower_model",
+    "gaussian_mixture_model",
     "gaussian_model",
     "gp_classification_model",
 ]
@@ -55,7 +56,26 @@ def _check_positive(name: str, value: float) -> float:
     return value
 
 
-def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x") -> pm.Model:
+def _vector(name: str, dim: int, initval: np.ndarray, prior_sd: float | None):
+    """The model's vector variable and the log prior to take out of its potential.
+
+    Without ``prior_sd`` a ``pm.Flat`` (log prior 0).  With it, ``N(0, prior_sd^2 I)``, a proper
+    prior SMC can start from; subtracting its log density in the potential leaves the
+    posterior the normalised target, whose log evidence is then exactly 0.
+    """
+    if prior_sd is None:
+        return pm.Flat(name, shape=(dim,), initval=initval), 0.0
+    prior_sd = _check_positive("prior_sd", prior_sd)
+    # no initval: PyMC's SMC would start every particle there instead of at prior draws
+    x = pm.Normal(name, 0.0, prior_sd, shape=(dim,))
+    log_prior = -0.5 * pt.sum(x**2) / prior_sd**2 - dim * (0.5 * _LOG_2PI + np.log(prior_sd))
+    return x, log_prior
+
+
+def banana_model(
+    dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x",
+    prior_sd: float | None = None,
+) -> pm.Model:
     """PyMC model of the banana target ``B(b, v)`` (Haario et al., 1999).
 
     One variable ``name`` of shape ``(dim,)``: a ``pm.Flat`` with initial value ``0`` and the
@@ -74,6 +94,10 @@ def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x"
         Variance of the first coordinate.
     name : str
         Name of the vector variable.
+    prior_sd : float, optional
+        For SMC: ``x ~ N(0, prior_sd^2 I)`` instead of ``pm.Flat`` and the potential minus
+        that log prior, so the posterior is still the normalised banana and the log
+        evidence is 0 (the thesis' bridge starts at ``N(0, 50^2 I)``).
 
     Returns
     -------
@@ -99,12 +123,12 @@ def banana_model(dim: int = 2, b: float = 0.1, v: float = 100.0, name: str = "x"
     v = _check_positive("v", v)
     b = float(b)
     with pm.Model() as model:
-        x = pm.Flat(name, shape=(dim,), initval=np.zeros(dim))
+        x, log_prior = _vector(name, dim, np.zeros(dim), prior_sd)
         y1, y2 = x[0], x[1]
         twist = y2 - b * (y1**2 - v)
         rest = pt.sum(x[2:] ** 2)
         const = -0.5 * dim * _LOG_2PI - 0.5 * np.log(v)
-        pm.Potential(f"{name}_logp", -0.5 * (y1**2 / v + twist**2 + rest) + const)
+        pm.Potential(f"{name}_logp", -0.5 * (y1**2 / v + twist**2 + rest) + const - log_prior)
     return model
 
 
@@ -115,6 +139,7 @@ def flower_model(
     w: float = 6.0,
     s: float = 1.0,
     name: str = "x",
+    prior_sd: float | None = None,
 ) -> pm.Model:
     """PyMC model of the flower target ``F(r0, A, w, s)`` (Sejdinovic et al., 2014).
 
@@ -132,6 +157,10 @@ def flower_model(
         Radius, amplitude, frequency and width (paper: ``F(10, 6, 6, 1)``).
     name : str
         Name of the vector variable.
+    prior_sd : float, optional
+        For SMC: ``x ~ N(0, prior_sd^2 I)`` instead of ``pm.Flat`` and the potential minus
+        that log prior; the log evidence is then
+        :func:`~.targets.flower_log_normaliser`.
 
     Returns
     -------
@@ -158,13 +187,65 @@ def flower_model(
     initval = np.zeros(dim)
     initval[0] = max(r0 + A, s)
     with pm.Model() as model:
-        x = pm.Flat(name, shape=(dim,), initval=initval)
+        x, log_prior = _vector(name, dim, initval, prior_sd)
         radius = pt.sqrt(x[0] ** 2 + x[1] ** 2)
         angle = pt.arctan2(x[1], x[0])
         dev = radius - r0 - A * pt.cos(w * angle)
         rest = pt.sum(x[2:] ** 2)
         const = -0.5 * (dim - 2) * _LOG_2PI
-        pm.Potential(f"{name}_logp", -0.5 * dev**2 / s**2 - 0.5 * rest + const)
+        pm.Potential(f"{name}_logp", -0.5 * dev**2 / s**2 - 0.5 * rest + const - log_prior)
+    return model
+
+
+def gaussian_mixture_model(
+    means: ArrayLike, sds: ArrayLike, weights: ArrayLike, prior_sd: float = 20.0,
+    name: str = "x",
+) -> pm.Model:
+    """PyMC model whose posterior is a normalised mixture of isotropic Gaussians.
+
+    ``x ~ N(0, prior_sd^2 I)`` and a potential ``log sum_k w_k N(x; m_k, s_k^2 I)`` minus that
+    log prior, so the posterior is exactly the mixture (mode weights ``w_k``) and the log
+    evidence (log marginal likelihood) is exactly 0: a multimodal target with known answers
+    for SMC.
+
+    Parameters
+    ----------
+    means : array_like, shape (K, d)
+        Component means.
+    sds : array_like, shape (K,)
+        Component standard deviations.
+    weights : array_like, shape (K,)
+        Mixture weights (normalised here).
+    prior_sd : float
+        Standard deviation of the prior SMC starts from.
+    name : str
+        Name of the vector variable.
+
+    Returns
+    -------
+    pymc.Model
+
+    Examples
+    --------
+    >>> from scipy.stats import multivariate_normal
+    >>> model = gaussian_mixture_model([[-3.0, 0.0], [3.0, 0.0]], [1.0, 1.0], [0.3, 0.7])
+    >>> logp = model.compile_logp(sum=True)
+    >>> x = np.array([1.0, 0.5])
+    >>> mix = 0.3 * multivariate_normal([-3, 0]).pdf(x) + 0.7 * multivariate_normal([3, 0]).pdf(x)
+    >>> bool(np.isclose(logp({"x": x}), np.log(mix)))
+    True
+    """
+    means = np.atleast_2d(np.asarray(means, dtype=float))
+    sds = np.asarray(sds, dtype=float).reshape(-1)
+    weights = np.asarray(weights, dtype=float).reshape(-1)
+    K, dim = means.shape
+    if sds.shape != (K,) or weights.shape != (K,) or np.any(sds <= 0) or np.any(weights <= 0):
+        raise ValueError("need K means, K positive sds and K positive weights")
+    log_w = np.log(weights / weights.sum()) - dim * (0.5 * _LOG_2PI + np.log(sds))
+    with pm.Model() as model:
+        x, log_prior = _vector(name, dim, np.zeros(dim), prior_sd)
+        sq = pt.sum((x[None, :] - means) ** 2, axis=1)
+        pm.Potential(f"{name}_logp", pt.logsumexp(log_w - 0.5 * sq / sds**2) - log_prior)
     return model
 
 

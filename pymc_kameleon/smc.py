@@ -1,0 +1,334 @@
+"""Kernel adaptive SMC (KASMC): a KAMH mutation kernel for ``pm.sample_smc``.
+
+``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's adaptive tempering, systematic
+resampling and log marginal likelihood estimate, and replaces only the mutation: at each
+stage every particle runs exact Metropolis-Hastings steps for the tempered posterior with
+the KAMH proposal built from the stage's particle system (see ``docs/smc.md``).
+
+References
+----------
+- Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Section 5.2.1.
+- Schuster, Strathmann, Paige, Sejdinovic (2017). Kernel Sequential Monte Carlo.
+  ECML-PKDD.
+- Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
+  Metropolis-Hastings. ICML.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import cloudpickle
+import numpy as np
+from pymc.model import modelcontext
+from pymc.pytensorf import floatX
+from pymc.smc.kernels import SMC_KERNEL, Pearson, SMCSettings, SMCStats
+from pytensor.compile.ops import FromFunctionOp
+
+from .math.kamh import kamh_grams, kamh_proposals
+from .math.kernels import median_heuristic
+from .math.linalg import safe_cholesky
+from .pseudo_marginal import reseed_estimators
+
+__all__ = ["KameleonSMC", "check_proper_priors"]
+
+#: Target acceptance rate of the scale adaptation (thesis Section 5.3).
+TARGET_ACCEPT = 0.234
+
+
+def check_proper_priors(model=None) -> None:
+    """Raise if a free variable has a flat (improper) prior, which SMC cannot start from.
+
+    SMC draws its first particles from the prior and tempers from it; a ``pm.Flat`` or
+    ``pm.HalfFlat`` prior has no draws and no normalising constant (PyMC fails later with
+    "Cannot sample from flat variable").
+
+    Raises
+    ------
+    ValueError
+        Naming every such variable and what to give it instead.
+    """
+    model = modelcontext(model)
+    flat = [
+        rv.name for rv in model.free_RVs
+        if type(rv.owner.op).__name__ in ("FlatRV", "HalfFlatRV")
+    ]
+    if flat:
+        raise ValueError(
+            f"KameleonSMC starts from the prior, but {', '.join(map(repr, flat))} "
+            f"{'has' if len(flat) == 1 else 'have'} a flat (improper) prior, which cannot be "
+            "sampled and has no evidence. Give each a proper prior that covers the plausible "
+            "values (e.g. pm.Normal(name, 0, 10) instead of pm.Flat, pm.HalfNormal(name, 10) "
+            "instead of pm.HalfFlat), or keep the flat prior and sample with pm.sample and a "
+            "step method such as pymc_kameleon.KameleonStep (see docs/smc.md)."
+        )
+
+
+class _OpByValuePickler(cloudpickle.CloudPickler):
+    """cloudpickle, except that ``as_op``/``wrap_py`` Ops are pickled with their function.
+
+    PyTensor pickles such an Op by reference to its module-level name, which a worker process
+    cannot import when the Op was defined in a script's ``__main__``.  Rebuilding it from the
+    function (which cloudpickle sends by value) gives an equal Op in the worker.
+    """
+
+    def reducer_override(self, obj):
+        if type(obj) is FromFunctionOp:
+            attrs = vars(obj)
+            return FromFunctionOp, (
+                attrs["_FromFunctionOp__fn"], obj.itypes, obj.otypes,
+                attrs["_FromFunctionOp__infer_shape"],
+            )
+        return super().reducer_override(obj)
+
+
+def _dumps(obj) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    _OpByValuePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def _restore_kernel(cls, payload: bytes):
+    kernel = cls.__new__(cls)
+    kernel.__dict__.update(pickle.loads(payload))
+    return kernel
+
+
+class KameleonSMC(SMC_KERNEL):
+    r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
+
+    Use it as ``pm.sample_smc(kernel=KameleonSMC)``.  Only the model's log density is used
+    (no gradients).  At each stage, after PyMC's reweighting and resampling:
+
+    * the particles are whitened by their mean and covariance, ``u = L^{-1}(x - m)``;
+    * ``Z`` is a random subsample of ``n_subsample`` whitened particles, fixed for the stage,
+      and the bandwidth ``s`` is their median distance;
+    * each particle runs Metropolis-Hastings steps targeting the tempered posterior with
+      the KAMH proposal
+
+      .. math:: q_Z(\cdot \mid u) = N(u,\ \gamma^2 I + \nu^2 M_Z(u) H M_Z(u)^\top),
+
+      accepting with the full ratio, the reverse density ``q_Z(u \mid u^*)`` built at the
+      proposal with the same ``Z``, so every particle's chain is an exact MH chain;
+    * steps continue while the particles' correlation with the stage's start keeps falling
+      (PyMC's rule, ``correlation_threshold``, or the same for the slowest coordinate, see
+      ``slowest_rule``), at most ``max_steps``;
+    * between stages ``log nu`` moves by ``learning_rate * (mean acceptance - 0.234)``.
+
+    ``nu^2`` is ``exp(2 log nu)`` times a base set at every stage so that the adaptive
+    part's mean trace is ``2.38^2`` (the random-walk scale), which keeps the tuned
+    multiplier comparable across stages whose bandwidths differ.
+
+    The evaluation of each proposal is the only log-density evaluation; the current
+    particles' prior and likelihood terms are stored, never re-evaluated, so a
+    :func:`~pymc_kameleon.pseudo_marginal_potential` likelihood estimate is reused until a
+    move is accepted (pseudo-marginal SMC; see ``docs/smc.md`` for what is exact).
+
+    Parameters
+    ----------
+    gamma : float, default 0.1
+        Standard deviation of the isotropic part, in whitened units (the particles have
+        unit covariance there).  It keeps proposals possible where the kernel part vanishes.
+    n_subsample : int, default 500
+        Number of whitened particles in ``Z`` (all particles if fewer).  The cost of a
+        step is ``O(draws * n_subsample * d^2)``.
+    correlation_threshold : float, default 0.01
+        As in PyMC's MH kernel: the lower, the more MH steps per stage.
+    max_steps : int, default 100
+        At most this many MH steps per stage.
+    learning_rate : float, default 1.0
+        Step of the ``log nu`` adaptation between stages (the thesis' fixed ``lambda``).
+    slowest_rule : bool, default True
+        Also keep stepping while the most correlated coordinate's correlation with the
+        stage's start still falls by ``correlation_threshold`` per step.  ``False`` gives
+        PyMC's rule alone.
+    **kwargs
+        Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
+
+    Raises
+    ------
+    ValueError
+        If a free variable has a flat prior (:func:`check_proper_priors`).
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
+       Section 5.2.1 (KASMC) and 5.3.
+    .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> from pymc_kameleon import KameleonSMC
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", 0, 10)
+    ...     _ = pm.Normal("y", x, 1, observed=[0.5, 1.5])
+    ...     idata = pm.sample_smc(200, kernel=KameleonSMC, chains=1, progressbar=False,
+    ...                           random_seed=1, compute_convergence_checks=False)
+    >>> bool(abs(float(idata.posterior["x"].mean()) - 1.0) < 0.3)
+    True
+    """
+
+    stats_dtypes_shapes: dict[str, tuple[type, list]] = {
+        "log_marginal_likelihood": (float, []),
+        "beta": (float, []),
+        "accept_rate": (float, []),
+        "n_steps": (int, []),
+        "nu2": (float, []),
+        "bandwidth": (float, []),
+    }
+
+    def __init__(
+        self,
+        *args,
+        gamma: float = 0.1,
+        n_subsample: int = 500,
+        correlation_threshold: float = 0.01,
+        max_steps: int = 100,
+        learning_rate: float = 1.0,
+        slowest_rule: bool = True,
+        **kwargs,
+    ):
+        check_proper_priors(kwargs.get("model"))
+        if gamma <= 0 or n_subsample < 2 or max_steps < 1:
+            raise ValueError("gamma must be > 0, n_subsample >= 2 and max_steps >= 1")
+        super().__init__(*args, **kwargs)
+        self.gamma = float(gamma)
+        self.n_subsample = int(n_subsample)
+        self.correlation_threshold = correlation_threshold
+        self.max_steps = int(max_steps)
+        self.learning_rate = float(learning_rate)
+        self.slowest_rule = bool(slowest_rule)
+        self.log_nu = 0.0
+        self.acc_rate = np.nan
+        self.n_steps = 0
+        self.nu2 = np.nan
+        self.bandwidth = np.nan
+
+    # ------------------------------------------------------------------ PyMC hooks
+    def set_rng(self, rng: np.random.Generator) -> None:
+        """PyMC's per-chain generator swap, plus fresh seeds for likelihood estimators."""
+        super().set_rng(rng)
+        reseed_estimators(self.likelihood_logp_func, rng)
+
+    def setup_kernel(self) -> None:
+        """Reset the adaptation at the start of a chain."""
+        self.log_nu = 0.0
+        self.acc_rate = np.nan
+
+    def tune(self) -> None:
+        """Whitening, subsample ``Z``, bandwidth and ``nu^2`` of the stage; adapt ``log nu``."""
+        if np.isfinite(self.acc_rate):
+            self.log_nu += self.learning_rate * (self.acc_rate - TARGET_ACCEPT)
+        X = self.tempered_posterior
+        self.mean = X.mean(axis=0)
+        cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=0))
+        if not np.all(np.isfinite(cov)):
+            raise ValueError('Sample covariances not valid! Likely "draws" is too small!')
+        self.chol = safe_cholesky(cov + 1e-10 * np.mean(np.diag(cov)) * np.eye(len(cov)))[0]
+        U = self._whiten(X)
+        n = min(self.n_subsample, len(U))
+        self.Z = U[self.rng.choice(len(U), size=n, replace=False)]
+        s = median_heuristic(self.Z)
+        self.bandwidth = s if s > 0 else 1.0
+        # base so that the kernel part's mean trace is 2.38^2 at (a subset of) the particles
+        grams = kamh_grams(U[: min(len(U), 100)], self.Z, self.bandwidth)
+        trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
+        base = 2.38**2 / trace if trace > 0 else 1.0
+        self.nu2 = base * np.exp(2.0 * self.log_nu)
+
+    def mutate(self) -> None:
+        """Exact per-particle MH steps with the stage's KAMH proposal (vectorised)."""
+        U = self._whiten(self.tempered_posterior)
+        q_cur = self._proposals(U)
+        corr = Pearson(self.tempered_posterior)
+        old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
+        acc_probs = []
+        self.n_steps = 0
+        while self.n_steps < self.max_steps:
+            U_prop = q_cur.sample(self.rng)
+            q_prop = self._proposals(U_prop)
+            X_prop = floatX(self._unwhiten(U_prop))
+            pl, ll = self._evaluate(X_prop)
+            prop_logp = pl + ll * self.beta
+            log_ratio = self._log_ratio(prop_logp, U, U_prop, q_cur, q_prop)
+            accepted = np.log(self.rng.random(self.draws)) < log_ratio
+            U[accepted] = U_prop[accepted]
+            q_cur.replace(accepted, q_prop)
+            self.tempered_posterior[accepted] = X_prop[accepted]
+            self.tempered_posterior_logp[accepted] = prop_logp[accepted]
+            self.prior_logp[accepted] = pl[accepted]
+            self.likelihood_logp[accepted] = ll[accepted]
+            acc_probs.append(np.exp(np.minimum(log_ratio, 0.0)))
+            self.n_steps += 1
+            pearson_r = np.nan_to_num(corr.get(self.tempered_posterior))
+            if not self._keep_going(old_corr, pearson_r):
+                break
+            old_corr = pearson_r
+        self.acc_rate = float(np.mean(acc_probs))
+
+    def sample_stats(self) -> SMCStats:
+        return {
+            "log_marginal_likelihood": self.log_marginal_likelihood if self.beta == 1 else np.nan,
+            "beta": self.beta,
+            "accept_rate": self.acc_rate,
+            "n_steps": self.n_steps,
+            "nu2": self.nu2,
+            "bandwidth": self.bandwidth,
+        }
+
+    def sample_settings(self) -> SMCSettings:
+        return {
+            "_n_draws": self.draws,
+            "threshold": self.threshold,
+            "_n_tune": self.n_steps,
+            "correlation_threshold": self.correlation_threshold,
+            "gamma": self.gamma,
+            "n_subsample": self.n_subsample,
+            "max_steps": self.max_steps,
+        }
+
+    def __reduce__(self):
+        # pm.sample_smc(cores > 1) cloudpickles the kernel with its compiled functions;
+        # as_op/wrap_py Ops defined in __main__ travel by value (docs/smc.md)
+        return _restore_kernel, (type(self), _dumps(self.__dict__))
+
+    # ------------------------------------------------------------------ helpers
+    def _keep_going(self, old_corr: np.ndarray, corr: np.ndarray) -> bool:
+        """PyMC's rule (90 % of the coordinates' correlations with the stage's start fell by
+        more than ``correlation_threshold`` in the last step), or the slowest coordinate's
+        still falls that much: PyMC's rule alone stops once the easy coordinates have
+        decorrelated, with the curved ones still stuck (measured in docs/benchmarks/smc.md)."""
+        thr = self.correlation_threshold
+        if np.mean((old_corr - corr) > thr) > 0.9:
+            return True
+        return self.slowest_rule and bool(np.max(old_corr) - np.max(corr) > thr)
+
+    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop) -> np.ndarray:
+        """Full MH log ratio per particle, with the reverse density built at the proposal
+        (the linear whitening's Jacobian cancels); NaN counts as a rejection."""
+        log_ratio = (prop_logp - self.tempered_posterior_logp
+                     + q_prop.logpdf(U) - q_cur.logpdf(U_prop))
+        return np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+
+    def _whiten(self, X: np.ndarray) -> np.ndarray:
+        from scipy.linalg import solve_triangular
+
+        return solve_triangular(self.chol, (X - self.mean).T, lower=True).T
+
+    def _unwhiten(self, U: np.ndarray) -> np.ndarray:
+        return self.mean + U @ self.chol.T
+
+    def _proposals(self, U: np.ndarray):
+        return kamh_proposals(U, self.Z, self.bandwidth, self.gamma, self.nu2)
+
+    def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One prior and one likelihood evaluation per particle (PyMC compiles them apart)."""
+        pl = np.array([self.prior_logp_func(x) for x in X], dtype=float).reshape(-1)
+        ll = np.array([self.likelihood_logp_func(x) for x in X], dtype=float).reshape(-1)
+        pl = np.where(np.isnan(pl), -np.inf, pl)
+        ll = np.where(np.isnan(ll), -np.inf, ll)
+        return pl, ll
