@@ -31,6 +31,7 @@ __all__ = [
     "HARE_LYNX",
     "collinear_regression_model",
     "collinear_regression_whitened",
+    "collinear_whitening",
     "hare_lynx_model",
     "years_regression_centred",
     "years_regression_model",
@@ -183,6 +184,14 @@ def collinear_regression_model() -> pm.Model:
     return model
 
 
+def collinear_whitening() -> np.ndarray:
+    """``T`` with ``T T^T`` the coefficients' posterior covariance at the true noise sd."""
+    X, _ = collinear_data()
+    design = np.column_stack([np.ones(len(X)), X])
+    precision = design.T @ design / 0.25 + np.eye(design.shape[1]) / _COLLINEAR_PRIOR_SD**2
+    return np.linalg.cholesky(np.linalg.inv(precision))
+
+
 def collinear_regression_whitened() -> pm.Model:
     """The same posterior in nearly whitened coefficients (for the NUTS reference).
 
@@ -191,11 +200,9 @@ def collinear_regression_whitened() -> pm.Model:
     a constant Jacobian), so the posterior is the same.
     """
     X, y = collinear_data()
-    design = np.column_stack([np.ones(len(X)), X])
-    precision = design.T @ design / 0.25 + np.eye(design.shape[1]) / _COLLINEAR_PRIOR_SD**2
-    T = np.linalg.cholesky(np.linalg.inv(precision))
+    T = collinear_whitening()
     with pm.Model() as model:
-        z = pm.Flat("z", shape=design.shape[1])
+        z = pm.Flat("z", shape=T.shape[0])
         coef = pt.dot(T, z)
         alpha = pm.Deterministic("alpha", coef[0])
         beta = pm.Deterministic("beta", coef[1:])
