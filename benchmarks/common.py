@@ -145,8 +145,9 @@ class SamplerSpec:
     """One sampler of the comparison.
 
     ``make_step`` is called inside the model context and returns the step method (``None``
-    for NUTS, which is built by ``pm.init_nuts``).  ``full_fraction`` < 1 runs the sampler
-    with that fraction of the full-mode iterations (marked in the tables).
+    for NUTS, which is built by ``pm.init_nuts``, and for ``pm.sample_smc``: ``smc``).
+    ``full_fraction`` < 1 runs the sampler with that fraction of the full-mode iterations
+    (marked in the tables).
     """
 
     key: str
@@ -155,6 +156,7 @@ class SamplerSpec:
     ours: bool = False
     gradient: bool = False
     full_fraction: float = 1.0
+    smc: bool = False
 
 
 #: Our step classes by their command-line keys, for scripts that build them with arguments.

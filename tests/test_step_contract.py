@@ -55,11 +55,13 @@ def test_inference_data_and_stats(gauss_idata, sampler):
         assert name in ss, name
     assert ss.accept.shape == (2, 4000)
     assert np.all((ss.accept >= 0) & (ss.accept <= 1))
-    # d = 2: the default's floor of 5 iterations per draw (kernel HMC with a surrogate
-    # ceil(sqrt 2) = 2), constant after tuning; "accepted" is a fraction of them
+    # d = 2: at least the default's floor of 5 iterations per draw (kernel HMC with a
+    # surrogate ceil(sqrt 2) = 2; more where tuning found the chain slow), reported by the
+    # stat n_steps and constant after tuning; "accepted" is a fraction of them
     n_evals = ss.n_evals.values
-    n_steps = n_evals.max(axis=1, keepdims=True)
-    assert set(np.unique(n_steps)) <= ({2, 5} if sampler.cls is KernelHMCStep else {5})
+    n_steps = ss.n_steps.values
+    assert np.all(n_steps == n_steps[:, :1])
+    assert n_steps.min() >= (2 if sampler.cls is KernelHMCStep else 5)
     moves = ss.accepted.values * n_steps
     np.testing.assert_allclose(moves, np.round(moves), atol=1e-9)
     assert np.all(n_evals <= n_steps) and n_evals.mean() > 0.95 * n_steps.mean()

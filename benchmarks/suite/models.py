@@ -47,6 +47,14 @@ from .feature_models import (
     timeseries_noncentred,
     truncated_model,
 )
+from .hard_models import (
+    HARE_LYNX_START,
+    collinear_regression_model,
+    collinear_regression_whitened,
+    hare_lynx_model,
+    years_regression_centred,
+    years_regression_model,
+)
 
 __all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
            "set_glass_path"]
@@ -272,6 +280,7 @@ class ModelSpec:
     hard: str = ""
     reference_factory: Callable[[], pm.Model] | None = None
     reference_target_accept: float = 0.9
+    reference_initvals: dict | None = None
     available: Callable[[], bool] = lambda: True
 
     @property
@@ -373,5 +382,21 @@ MODELS: dict[str, ModelSpec] = {
               "nuts", "NUTS 4 x 5000",
               hard="a long tail to mu < 0 with large sigma (NUTS: bulk ESS 240 of 4000 at "
                    "pm.sample's defaults)"),
+        # hard real posteriors (issue 42; benchmarks/suite/hard_models.py)
+        _spec("hare-lynx", "predator-prey ODE on the hare-lynx pelts, unknown initial states",
+              hare_lynx_model, 8, False, False, "chain",
+              "pm.DEMetropolisZ 4 x 40000 after 5000 tuning, started at the global mode",
+              hard="PyMC's initial point lies in the basin of a local mode without mass",
+              reference_initvals=HARE_LYNX_START),
+        _spec("years", "regression on calendar years 1952-2013 (uncentred covariate)",
+              years_regression_model, 3, True, True, "nuts",
+              "NUTS on the centred intercept (the same posterior)",
+              hard="intercept-slope correlation -0.9999",
+              reference_factory=years_regression_centred),
+        _spec("collinear", "linear regression, 24 collinear predictors (d = 26)",
+              collinear_regression_model, 26, True, True, "nuts",
+              "NUTS on whitened coefficients (the same posterior)",
+              hard="correlations up to 0.999 between coefficients",
+              reference_factory=collinear_regression_whitened),
     )
 }

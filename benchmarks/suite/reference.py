@@ -115,6 +115,8 @@ def _mcmc(spec: ModelSpec, names: list[str], args, meta: dict):
             meta["target_accept"] = spec.reference_target_accept
         else:
             kwargs.update(draws=args.chain_draws, tune=args.chain_tune)
+            if spec.reference_initvals is not None:
+                kwargs["initvals"] = spec.reference_initvals
             idata = pm.sample(step=pm.DEMetropolisZ(), **kwargs)
     meta["sampler"] = "NUTS" if spec.reference == "nuts" else "pm.DEMetropolisZ"
     meta["reference_model"] = (spec.reference_factory or spec.factory).__name__

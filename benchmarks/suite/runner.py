@@ -53,6 +53,9 @@ SAMPLERS: dict[str, SamplerSpec] = {
     "rw": SamplerSpec("rw", "RandomWalkStep", _rw, ours=True),
     **{k: COMMON_SAMPLERS[k] for k in ("metropolis", "demz", "slice")},
     "nuts": SamplerSpec("nuts", "NUTS", None, gradient=True),
+    # PyMC's other answer for a black-box model: its defaults (2000 particles per chain,
+    # IMH kernel) with the suite's chains; ``tune`` and ``draws`` do not apply
+    "smc": SamplerSpec("smc", "pm.sample_smc", None, smc=True),
 }
 #: The samplers run when ``--steps`` is not given.
 DEFAULT_SAMPLERS = tuple(k for k in SAMPLERS if k != "khmc-lite")
@@ -198,15 +201,21 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
             with model:
                 step = sampler_spec.make_step() if sampler_spec.make_step else None
                 result.build_seconds = time.perf_counter() - start
-                idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, step=step,
-                                  random_seed=seed, progressbar=False,
-                                  compute_convergence_checks=False)
+                if sampler_spec.smc:
+                    idata = pm.sample_smc(chains=chains, cores=1, random_seed=seed,
+                                          progressbar=False, compute_convergence_checks=False)
+                else:
+                    idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1,
+                                      step=step, random_seed=seed, progressbar=False,
+                                      compute_convergence_checks=False)
             result.wall = time.perf_counter() - start
             result.evals = counter.count
         stats = idata.sample_stats
         result.accept = _stat_mean(stats, ("accepted", "acceptance_rate", "accept"))
         if "n_evals" in stats:
             result.stat_evals_per_draw = _stat_mean(stats, ("n_evals",))
+        if sampler_spec.smc:
+            result.accept = _stat_mean(stats, ("accept_rate",))
         if sampler_spec.gradient:
             result.divergences = int(np.asarray(stats["diverging"].values).sum())
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())

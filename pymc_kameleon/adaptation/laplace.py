@@ -178,7 +178,7 @@ def laplace_start(
 
     The optimiser runs from ``x0`` and from each of ``starts`` (dispersed points, e.g. prior
     draws): one optimisation from a single point can end in a local mode that holds no
-    posterior mass, as in ODE fits (docs/tuning.md, "Where the warm-up starts").  The modes
+    posterior mass, as in ODE fits (docs/tuning.md, "Laplace start").  The modes
     are tried by decreasing log density and the first usable one is kept; ``start`` says
     which point it came from (0: ``x0``, ``k``: ``starts[k - 1]``).
 

@@ -5,7 +5,8 @@ number of iterations per draw carries too little per draw on a posterior whose c
 slowly, and then R-hat and ESS miss their marks by chance (docs/tuning.md, "Work per draw").
 :class:`WorkPerDraw` records the chain's whitened position after each draw of a window late in
 tuning, when the sampler's own adaptation has settled, estimates the integrated
-autocorrelation time per draw there (the worst coordinate, from ArviZ's bulk ESS), and scales
+autocorrelation time per draw there (the worst coordinate, from ArviZ's bulk ESS; the
+smaller of the window's two halves, so that a transient does not count), and scales
 the iterations per draw so that it falls to :attr:`target_tau`: never down, at most
 :attr:`max_factor` times.  The factor is set once, at a draw boundary before tuning ends, and
 is frozen afterwards.
@@ -29,9 +30,9 @@ import numpy as np
 
 __all__ = ["WorkPerDraw"]
 
-#: Fewest draws in the measurement window: an autocorrelation time estimated from fewer is
-#: too noisy to act on.
-MIN_WINDOW = 50
+#: Fewest draws in the measurement window (two halves of 50): an autocorrelation time
+#: estimated from fewer is too noisy to act on.
+MIN_WINDOW = 100
 #: Most draws in the measurement window.
 MAX_WINDOW = 200
 
@@ -93,15 +94,25 @@ class WorkPerDraw:
             self.positions.append(np.array(position, dtype=float))
 
     def final(self) -> float:
-        """The factor: ``tau / target_tau`` clipped to ``[1, max_factor]`` (1 without data)."""
+        """The factor: ``tau / target_tau`` clipped to ``[1, max_factor]`` (1 without data).
+
+        ``tau`` is the smaller of the two halves' estimates, so that a transient in one
+        half (an adaptation that recovers) does not multiply the work of the whole run.
+        """
         if len(self.positions) < MIN_WINDOW:
             return 1.0
         x = np.asarray(self.positions)
         if not np.all(np.isfinite(x)):
             return 1.0
-        n = x.shape[0]
-        ess = [float(az.ess(x[None, :, i])) for i in range(x.shape[1]) if np.ptp(x[:, i]) > 0]
-        # a coordinate that never moved has no ESS: the chain is stuck, the most work helps
-        worst = min(ess) if len(ess) == x.shape[1] else 0.0
-        self.tau = n / worst if worst > 0 and math.isfinite(worst) else math.inf
+        half = x.shape[0] // 2
+        self.tau = min(_worst_tau(x[:half]), _worst_tau(x[half:]))
         return float(np.clip(self.tau / self.target_tau, 1.0, self.max_factor))
+
+
+def _worst_tau(x: np.ndarray) -> float:
+    """Autocorrelation time of the worst coordinate of draws ``x`` (draw, coordinate), from
+    ArviZ's bulk ESS; infinite when a coordinate never moved (the chain is stuck)."""
+    if np.any(np.ptp(x, axis=0) == 0):
+        return math.inf
+    worst = min(float(az.ess(x[None, :, i])) for i in range(x.shape[1]))
+    return x.shape[0] / worst if worst > 0 and math.isfinite(worst) else math.inf
