@@ -79,24 +79,6 @@ class DropHastingsCorrection:
         return Proposal(proposal.position, 0.0), stats
 
 
-class ShrinkTarget:
-    """Mixin for deliberately broken variants: accepts as if the log density carried an
-    extra ``-|u|^2 / 4`` in the step's whitened coordinates ``u``, so that after the warm-up
-    the chain samples a narrower distribution (variances 2/3 of the target's on a Gaussian).
-    Only the kernel phase is affected (the warm-up walk does not call ``_propose``)."""
-
-    def _propose(self, state):
-        proposal, stats = super()._propose(state)
-        x0, x1 = np.asarray(state.position), np.asarray(proposal.position)
-        extra = -0.25 * (float(x1 @ x1) - float(x0 @ x0))
-        return Proposal(proposal.position, proposal.log_correction + extra), stats
-
-
-def chain_groups(x: np.ndarray, size: int = 1) -> list[np.ndarray]:
-    """Disjoint groups of ``size`` chains of draws ``x`` (chain, draw, ...)."""
-    return [x[start:start + size] for start in range(0, x.shape[0] - size + 1, size)]
-
-
 def sample(model, step_factory, *, draws, tune, chains=2, cores=1, seed=0, **kwargs):
     """``pm.sample`` with quiet defaults; ``step_factory`` is called inside the model."""
     with model:

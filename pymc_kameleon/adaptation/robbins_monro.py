@@ -19,10 +19,13 @@ import numpy as np
 __all__ = ["RobbinsMonro", "check_robbins_monro", "log_scale_step"]
 
 LOG_BOUND = 60.0  # keeps exp(log scale) finite whatever the acceptance history
+_FIELD_NAMES = ("initial", "target", "exponent")  # of RobbinsMonro and AnchoredStepSize
 
 
 def check_robbins_monro(*, initial: float | None = None, target: float | None = None,
-                        exponent: float | None = None, name: str = "the initial scale") -> None:
+                        exponent: float | None = None,
+                        names: tuple[str, str, str] = ("the initial scale", "target_accept",
+                                                       "adapt_exponent")) -> None:
     """``ValueError`` unless the given arguments of a Robbins-Monro recursion are valid.
 
     Parameters
@@ -34,8 +37,9 @@ def check_robbins_monro(*, initial: float | None = None, target: float | None = 
     exponent : float, optional
         ``c`` in the gain ``t^-c``: in ``(0.5, 1]``, so that the gains sum to infinity
         while their squares do not (Andrieu and Thoms, 2008, Section 4).
-    name : str
-        How the message calls ``initial`` (e.g. the caller's parameter name).
+    names : tuple of str
+        How the messages call ``initial``, ``target`` and ``exponent``: by default the
+        keywords of the step methods.
 
     Examples
     --------
@@ -43,14 +47,14 @@ def check_robbins_monro(*, initial: float | None = None, target: float | None = 
     >>> check_robbins_monro(exponent=0.5)
     Traceback (most recent call last):
     ...
-    ValueError: the Robbins-Monro exponent must lie in (0.5, 1], got 0.5
+    ValueError: adapt_exponent must lie in (0.5, 1], got 0.5
     """
     if initial is not None and not (np.isfinite(initial) and initial > 0):
-        raise ValueError(f"{name} must be a positive number, got {initial!r}")
+        raise ValueError(f"{names[0]} must be a positive number, got {initial!r}")
     if target is not None and not 0.0 < target < 1.0:
-        raise ValueError(f"target acceptance must lie in (0, 1), got {target!r}")
+        raise ValueError(f"{names[1]} must lie in (0, 1), got {target!r}")
     if exponent is not None and not 0.5 < exponent <= 1.0:
-        raise ValueError(f"the Robbins-Monro exponent must lie in (0.5, 1], got {exponent!r}")
+        raise ValueError(f"{names[2]} must lie in (0.5, 1], got {exponent!r}")
 
 
 def log_scale_step(log_value: float, t: int, exponent: float, accept_prob: float,
@@ -135,7 +139,8 @@ class RobbinsMonro:
     value: float = float("nan")
 
     def __post_init__(self) -> None:
-        check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent)
+        check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
+                            names=_FIELD_NAMES)
         if not 0.0 <= self.lower <= self.upper:
             raise ValueError(f"RobbinsMonro: need 0 <= lower <= upper, got {self.lower}, "
                              f"{self.upper}")

@@ -371,7 +371,7 @@ class KernelHMCStep(BaseKernelStep):
             if int(value) != value or value < 10:
                 raise ValueError(f"{name} must be an integer >= 10, got {value!r}")
         check_robbins_monro(initial=step_size, target=target_accept, exponent=adapt_exponent,
-                            name="step_size")
+                            names=("step_size", "target_accept", "adapt_exponent"))
         self.fixed_bandwidth = check_bandwidth(bandwidth)
         if lam is not None and not (np.isfinite(lam) and lam >= 0):
             raise ValueError(f"lam must be a non-negative number, got {lam!r}")
