@@ -75,14 +75,12 @@ def default_compile_kwargs() -> dict[str, Any]:
 
     On PyTensor 3 the default mode is Numba.  A step compiles its log density once and then
     calls it once per iteration, so what counts is the time to the first result, paid in
-    every session and every chain process; the cost of a call differs between the backends
-    by a few microseconds, small next to a step's own cost.  With a warm compile directory
-    the C virtual machine (``"CVM"``) gave its first result 0.3-0.65 s sooner than Numba on
-    models without a likelihood estimator and 2.4 s sooner on the GP-classification
-    estimator, whose graph Numba compiles again in every process
-    (``docs/benchmarks/logp_backend.md``).  So, when PyTensor 3 has a C compiler and the
-    user has not chosen a mode or linker in PyTensor's configuration, this asks for
-    ``mode="CVM"``.  Everywhere else (PyTensor 2, whose default already is the C VM; no C
+    every session and every chain process (the cost of a call differs little between the
+    backends next to a step's own cost), and there the C virtual machine (``"CVM"``) is
+    the faster, most of all on likelihood estimators, whose graph Numba compiles again in
+    every process (``docs/benchmarks/logp_backend.md``).  So, when PyTensor 3 has a C
+    compiler and the user has not chosen a mode or linker in PyTensor's configuration, this
+    asks for ``mode="CVM"``.  Everywhere else (PyTensor 2, whose default already is the C VM; no C
     compiler; a mode set through ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own
     default is kept.
 

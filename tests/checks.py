@@ -15,9 +15,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor
-import pytest
 import xarray as xr
-from pymc.step_methods.compound import BlockedStep
 from pytensor.compile.mode import predefined_modes
 from scipy import stats
 
@@ -30,7 +28,7 @@ from pymc_kameleon import (
 )
 from pymc_kameleon.compat import ARVIZ_VERSION, group_dataset, max_rhat
 from pymc_kameleon.models.targets import banana_coverage_error
-from pymc_kameleon.steps.base import BaseKernelStep, Proposal
+from pymc_kameleon.steps.base import Proposal
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
@@ -51,20 +49,6 @@ def _backends() -> list[str]:
 
 
 BACKENDS = _backends()
-
-#: PyMC 5 hands a chain its generator with ``set_rng``, PyMC 6 with ``setup_chain``; the step
-#: base reseeds the likelihood estimators in the hook PyMC calls.  Until the base implements
-#: ``setup_chain`` (PyMC 6), estimator noise is not seeded from ``random_seed`` and the
-#: statistical tests calibrated on seeds are random.
-ESTIMATORS_RESEEDED_PER_CHAIN = (
-    not hasattr(BlockedStep, "setup_chain")
-    or BaseKernelStep.setup_chain is not BlockedStep.setup_chain
-)
-needs_estimator_reseeding = pytest.mark.xfail(
-    not ESTIMATORS_RESEEDED_PER_CHAIN, strict=False,
-    reason="PyMC 6: the step base does not reseed estimators in setup_chain yet",
-)
-
 
 # ------------------------------------------------------------------ noisy 1-d estimator model
 #: 20 observations y ~ N(mu, 1) from a fixed seed; prior mu ~ N(0, 10^2): the exact posterior.
@@ -130,6 +114,23 @@ def moment_zscores(x: np.ndarray, mean: float, var: float) -> tuple[float, float
     return float(z_mean), float(z_var)
 
 
+def gaussian_posterior(prior_sd: float, n: int, total: float,
+                       noise_sd: float = 1.0) -> tuple[float, float]:
+    """Exact posterior (mean, sd) of ``mu`` with prior ``N(0, prior_sd^2)`` and ``n``
+    observations ``N(mu, noise_sd^2)`` summing to ``total``."""
+    precision = n / noise_sd**2 + 1.0 / prior_sd**2
+    return total / noise_sd**2 / precision, precision**-0.5
+
+
+def mean_error_in_mcse(x: np.ndarray, mean: float, sd: float) -> float:
+    """Error of the mean of draws ``x`` (one chain, or (chain, draw)) against the exact
+    posterior, in Monte Carlo standard errors ``sd / sqrt(ESS)`` with the exact posterior
+    ``sd``: about N(0, 1) for a correct sampler, so ``|.| < 4`` fails a correct one with
+    probability about 6e-5; a chain that barely moves has a small ESS, never a small error.
+    """
+    return moment_zscores(np.atleast_2d(x), mean, sd**2)[0]
+
+
 def thinned(x: np.ndarray) -> np.ndarray:
     """Pool chains after thinning each to roughly independent draws (step ``2 N / ESS``)."""
     n = x.shape[1]
@@ -177,7 +178,7 @@ class Sampler:
 
 
 _KAMH_UNTUNED = {"n_history": 0, "scaling": np.nan}
-_KMC_FROZEN = ("bandwidth", "sigma", "lambda", "surrogate")
+_KMC_FROZEN = ("bandwidth", "kernel_sigma", "lambda", "surrogate")
 _KMC_UNTUNED = {"surrogate": 0}
 SAMPLERS = {
     "RandomWalkStep": Sampler(RandomWalkStep, ("scaling",), "scaling", {}),

@@ -69,7 +69,7 @@ def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
     assert np.unique(trajectories).size > 10
     bw = idata.sample_stats.bandwidth.values
     assert np.all(bw == bw[0, 0]) and bw[0, 0] > 0
-    assert np.all(idata.sample_stats.sigma.values == 2 * bw**2)
+    assert np.all(idata.sample_stats.kernel_sigma.values == 2 * bw**2)
 
 
 def test_per_coordinate_lengths_default(gauss):
@@ -91,11 +91,11 @@ def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
         point = gauss.initial_point()
         for _ in range(500):
             point, _ = s.step(point)
-    a = step._adapt
+    a, b = step.current_surrogate, flat.current_surrogate
     assert a.estimator is not None and a.lengths is not None
     np.testing.assert_allclose(np.exp(np.mean(np.log(a.lengths))), 1.0)
     np.testing.assert_array_equal(a.estimator.features.lengths, a.lengths)
-    assert flat._adapt.lengths is None and flat._adapt.estimator.features.lengths is None
+    assert b.lengths is None and b.estimator.features.lengths is None
 
 
 def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
@@ -117,7 +117,7 @@ def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
         point, _ = step.step(point)
     floor = 0.125 * np.sqrt(2.0 * step.dim)
     assert floors and np.allclose(floors, floor)
-    a = step._adapt
+    a = step.current_surrogate
     assert np.min(a.lengths * a.bandwidth) >= floor * (1 - 1e-9)
 
 
@@ -137,7 +137,7 @@ def test_finite_surrogate_learns_from_the_whole_tuning_history(gauss):
     for _ in range(500):
         point, _ = step.step(point)
     step.stop_tuning()
-    estimator = step._adapt.estimator
+    estimator = step.current_surrogate.estimator
     assert isinstance(estimator, FiniteScoreEstimator)
     # refit on all 400 points at the last CV, then online in batches of 10 (a batch still
     # pending when tuning stops is dropped: the surrogate is frozen as last used)
@@ -151,8 +151,8 @@ def test_lite_surrogate_is_refitted_on_the_schedule(gauss):
     bases = []
     for _ in range(802):
         point, _ = step.step(point)
-        a = step._adapt
-        est = a.candidate.estimator if a.candidate is not None else None
+        c = step.surrogate_on_trial
+        est = c.estimator if c is not None else None
         if est is not None and (not bases or bases[-1] is not est):
             bases.append(est)
     assert isinstance(bases[-1], LiteScoreEstimator)
@@ -179,7 +179,7 @@ def test_step_size_initialised_on_the_surrogate(gauss):
     point = gauss.initial_point()
     for _ in range(202):
         point, _ = step.step(point)
-    c = step._adapt.candidate  # the fitted surrogate, on trial
+    c = step.surrogate_on_trial  # the fitted surrogate
     eps = c.scaler.value
     assert c.scaler.t == 0 and eps != step.step_size
     assert 0.05 < eps < 5.0  # the target's scales are 1 and 2
@@ -228,36 +228,38 @@ def test_a_surrogate_in_use_that_falls_behind_the_random_walk_is_dropped(gauss):
     """The surrogate in use stays under review while tuning: with an ESJD below half the
     random walk's (as measured when it was replaced) the step goes back to that walk."""
     step, point = _lite_step_after_takeover(gauss)
-    a = step._adapt
-    assert a.estimator is not None and a.walk is not None and a.walk_jump > 0
-    walk = a.walk
-    a.n, a.jump = 50, 50 * 0.6 * a.walk_jump  # at 60 % of the walk: kept
-    step._review_surrogate()
-    assert a.estimator is not None and a.walk is walk and a.n == 0
-    a.n, a.jump = 50, 50 * 0.4 * a.walk_jump  # at 40 %: back to the walk and its step size
-    step._review_surrogate()
-    assert a.estimator is None and a.scaler is walk and a.walk is None
-    assert np.isnan(a.bandwidth) and step._tuning_stats()["surrogate"] == 0
+    a = step._adapt  # unit test of the review rule: sets the tally it reads
+    assert a.current.estimator is not None and a.fallback is not None and a.fallback_esjd > 0
+    walk = a.fallback
+    a.tally.n, a.tally.jump = 50, 50 * 0.6 * a.fallback_esjd  # at 60 % of the walk: kept
+    step._review()
+    assert a.current.estimator is not None and a.fallback is walk and a.tally.n == 0
+    a.tally.n, a.tally.jump = 50, 50 * 0.4 * a.fallback_esjd  # at 40 %: back to the walk
+    step._review()
+    assert step.current_surrogate is walk and a.fallback is None
+    assert np.isnan(walk.bandwidth) and walk.estimator is None
+    point, stats = step.step(point)
+    assert stats[0]["surrogate"] == 0 and stats[0]["step_size"] == walk.scaler.value
     for _ in range(150):  # the next refit starts a new trial from the walk
         point, _ = step.step(point)
-    assert a.candidate is not None or a.estimator is not None
+    assert step.surrogate_on_trial is not None or step.current_surrogate.estimator is not None
 
 
 def test_a_surrogate_in_use_at_the_floor_of_its_step_size_band_is_dropped(gauss):
     """The trial's consistency check holds under review too: a surrogate whose step size
     sits on the floor of its band goes back to the walk even with a large ESJD."""
     step, _ = _lite_step_after_takeover(gauss)
-    a = step._adapt
-    walk = a.walk
-    assert a.estimator is not None and walk is not None and not a.scaler.at_floor
-    a.n, a.jump = 50, 50 * 2.0 * a.walk_jump  # twice the walk's ESJD, off the floor: kept
-    step._review_surrogate()
-    assert a.estimator is not None and a.walk is walk
-    a.scaler.log_value = a.scaler.log_anchor + np.log(a.scaler.lower)  # on the floor
-    assert a.scaler.at_floor
-    a.n, a.jump = 50, 50 * 2.0 * a.walk_jump
-    step._review_surrogate()
-    assert a.estimator is None and a.scaler is walk and a.walk is None
+    a = step._adapt  # unit test of the review rule: sets the tally it reads
+    walk, scaler = a.fallback, a.current.scaler
+    assert a.current.estimator is not None and walk is not None and not scaler.at_floor
+    a.tally.n, a.tally.jump = 50, 50 * 2.0 * a.fallback_esjd  # twice the walk's, off the floor
+    step._review()
+    assert a.current.estimator is not None and a.fallback is walk
+    scaler.log_value = scaler.log_anchor + np.log(scaler.lower)  # on the floor
+    assert scaler.at_floor
+    a.tally.n, a.tally.jump = 50, 50 * 2.0 * a.fallback_esjd
+    step._review()
+    assert step.current_surrogate is walk and a.fallback is None
 
 
 def test_a_refit_is_judged_after_its_step_size_warm_up(gauss):
@@ -266,10 +268,11 @@ def test_a_refit_is_judged_after_its_step_size_warm_up(gauss):
     point = gauss.initial_point()
     for _ in range(301):  # refit at t = 200; its 50 warm-up iterations are t = 201 ... 299
         point, _ = step.step(point)
-    c = step._adapt.candidate
+    trial = step._adapt.trial  # unit test of the trial's counts
     # both counts restart with the checked iterations (t = 300 was the walk's)
-    assert c is not None and c.warmed and c.n == 0 and step._adapt.n == 1
-    assert step._adapt.estimator is None
+    assert trial is not None and trial.warmed and trial.tally.n == 0
+    assert step._adapt.tally.n == 1
+    assert step.current_surrogate.estimator is None
 
 
 # one iteration per draw, a one-draw warm-up: kernel iteration t ends draw t; the refits
@@ -285,18 +288,18 @@ def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, 
     proposed = {}  # estimator id -> tuning iterations it proposed
     for _ in range(n_tune):
         point, _ = step.step(point)
-        a = step._adapt
-        est = a.candidate.estimator if a.by_candidate else a.estimator
+        est = step._adapt.proposer()[0].estimator  # the one that made the last proposal
         proposed[id(est)] = proposed.get(id(est), 0) + 1
     step.stop_tuning()
-    a = step._adapt
-    assert a.estimator is not None and a.candidate is None
+    a = step.current_surrogate
+    assert a.estimator is not None and step.surrogate_on_trial is None
     assert a.scaler.t >= 50, a.scaler.t
     assert proposed.get(id(a.estimator), 0) >= 50
     eps = a.scaler.value
     for _ in range(20):
         point, _ = step.step(point)
-    assert step._adapt.scaler.value == eps and step._adapt.estimator is a.estimator
+    assert step.current_surrogate.scaler.value == eps
+    assert step.current_surrogate.estimator is a.estimator
 
 
 @pytest.mark.parametrize("surrogate, n_tune", [("finite", 802), ("lite", 802), ("lite", 1002)])
@@ -452,7 +455,7 @@ class _DriftingWalk(KernelHMCStep):
     def _propose(self, state):
         proposal, info = super()._propose(state)
         if not self.tune and info["n_leapfrog"] == 1:
-            proposal = Proposal(proposal.position + self._adapt.walk.value, 0.0)
+            proposal = Proposal(proposal.position + self._adapt.fallback.scaler.value, 0.0)
         return proposal, info
 
 

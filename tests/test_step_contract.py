@@ -209,11 +209,12 @@ def test_reset_tuning_restores_initial_adaptation(gauss, sampler):
     point = gauss.initial_point()
     for _ in range(200):
         point, _ = step.step(point)
-    assert step._warm.draw == 200
+    warm = step.sampling_state.chain["warm"].values  # PyMC's view of the step's state
+    assert warm["draw"] == 200 and warm["x"] is not None
     step.tune = False
     step.reset_tuning()
-    assert step.tune and step._warm.draw == 0 and step._warm.x is None
-    assert step.sampling_state.chain["warm"].values["draw"] == 0
+    warm = step.sampling_state.chain["warm"].values
+    assert step.tune and warm["draw"] == 0 and warm["x"] is None
 
 
 # ----------------------------------------------------------------------------- exactness

@@ -1,6 +1,8 @@
 """Adaptation rules of the step methods, free of PyMC (pure Python/NumPy).
 
-* :class:`RobbinsMonro`: stochastic-approximation scaling toward a target acceptance rate.
+* :class:`RobbinsMonro`: stochastic-approximation scaling toward a target acceptance rate
+  (its step :func:`log_scale_step` and argument check :func:`check_robbins_monro` are shared
+  with :class:`AnchoredStepSize`).
 * :class:`GeometricSchedule`: when the expensive adaptation events happen.
 * :class:`TrialSelection`: one of a few candidate values, chosen by trials scored by the
   expected squared jump distance (e.g. the isotropic term ``gamma`` of the kameleons).
@@ -15,10 +17,10 @@ windows, regularised covariances, the acceptance ceiling of a noisy log density)
 All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 
-from .robbins_monro import RobbinsMonro
+from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
 from .selection import TrialSelection
 from .step_size import AnchoredStepSize, noise_acceptance_cap
 
 __all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "TrialSelection",
-           "noise_acceptance_cap"]
+           "check_robbins_monro", "log_scale_step", "noise_acceptance_cap"]

@@ -16,9 +16,81 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RobbinsMonro"]
+__all__ = ["RobbinsMonro", "check_robbins_monro", "log_scale_step"]
 
-_LOG_BOUND = 60.0  # keeps the scale finite whatever the acceptance history
+LOG_BOUND = 60.0  # keeps exp(log scale) finite whatever the acceptance history
+_FIELD_NAMES = ("initial", "target", "exponent")  # of RobbinsMonro and AnchoredStepSize
+
+
+def check_robbins_monro(*, initial: float | None = None, target: float | None = None,
+                        exponent: float | None = None,
+                        names: tuple[str, str, str] = ("the initial scale", "target_accept",
+                                                       "adapt_exponent")) -> None:
+    """``ValueError`` unless the given arguments of a Robbins-Monro recursion are valid.
+
+    Parameters
+    ----------
+    initial : float, optional
+        Starting scale: finite and positive.
+    target : float, optional
+        Target acceptance probability: in ``(0, 1)``.
+    exponent : float, optional
+        ``c`` in the gain ``t^-c``: in ``(0.5, 1]``, so that the gains sum to infinity
+        while their squares do not (Andrieu and Thoms, 2008, Section 4).
+    names : tuple of str
+        How the messages call ``initial``, ``target`` and ``exponent``: by default the
+        keywords of the step methods.
+
+    Examples
+    --------
+    >>> check_robbins_monro(target=0.234, exponent=0.6)
+    >>> check_robbins_monro(exponent=0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: adapt_exponent must lie in (0.5, 1], got 0.5
+    """
+    if initial is not None and not (np.isfinite(initial) and initial > 0):
+        raise ValueError(f"{names[0]} must be a positive number, got {initial!r}")
+    if target is not None and not 0.0 < target < 1.0:
+        raise ValueError(f"{names[1]} must lie in (0, 1), got {target!r}")
+    if exponent is not None and not 0.5 < exponent <= 1.0:
+        raise ValueError(f"{names[2]} must lie in (0.5, 1], got {exponent!r}")
+
+
+def log_scale_step(log_value: float, t: int, exponent: float, accept_prob: float,
+                   target: float, lower: float = -LOG_BOUND,
+                   upper: float = LOG_BOUND) -> float:
+    """One Robbins-Monro step on a log scale, clipped to ``[lower, upper]``.
+
+    ``log s <- clip(log s + t^-c (alpha - alpha*), lower, upper)``, an acceptance
+    probability ``alpha`` of NaN counting as 0 (a proposal that could not be evaluated).
+
+    Parameters
+    ----------
+    log_value : float
+        Current log scale.
+    t : int
+        Index of this step (``>= 1``): the gain is ``t^-exponent``.
+    exponent : float
+        ``c`` of the gain.
+    accept_prob, target : float
+        Observed acceptance probability (or a batch mean) and its target.
+    lower, upper : float
+        Bounds of the log scale (default ``-+60``).
+
+    Returns
+    -------
+    float
+        The new log scale.
+
+    Examples
+    --------
+    >>> log_scale_step(0.0, 1, 0.6, 1.0, 0.25)
+    0.75
+    """
+    gain = t ** (-exponent)
+    step = gain * (float(np.nan_to_num(accept_prob)) - target)
+    return float(np.clip(log_value + step, lower, upper))
 
 
 @dataclass
@@ -67,12 +139,8 @@ class RobbinsMonro:
     value: float = float("nan")
 
     def __post_init__(self) -> None:
-        if not self.initial > 0 or not np.isfinite(self.initial):
-            raise ValueError(f"RobbinsMonro: initial scale must be positive, got {self.initial}")
-        if not 0.0 < self.target < 1.0:
-            raise ValueError(f"target acceptance must lie in (0, 1), got {self.target}")
-        if not 0.5 < self.exponent <= 1.0:
-            raise ValueError(f"RobbinsMonro exponent must lie in (0.5, 1], got {self.exponent}")
+        check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
+                            names=_FIELD_NAMES)
         if not 0.0 <= self.lower <= self.upper:
             raise ValueError(f"RobbinsMonro: need 0 <= lower <= upper, got {self.lower}, "
                              f"{self.upper}")
@@ -102,8 +170,7 @@ class RobbinsMonro:
         likelihood estimator caps the attainable acceptance rate).
         """
         self.t += 1
-        gain = self.t ** (-self.exponent)
         goal = self.target if target is None else float(target)
-        step = gain * (float(np.nan_to_num(accept_prob)) - goal)
-        log_value = float(np.clip(np.log(self.value) + step, -_LOG_BOUND, _LOG_BOUND))
+        log_value = log_scale_step(float(np.log(self.value)), self.t, self.exponent,
+                                   accept_prob, goal)
         self.value = float(np.clip(np.exp(log_value), self.lower, self.upper))

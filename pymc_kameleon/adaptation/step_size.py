@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["AnchoredStepSize", "noise_acceptance_cap"]
+from .robbins_monro import _FIELD_NAMES, check_robbins_monro, log_scale_step
 
-_LOG_BOUND = 60.0  # keeps exp(log_value) finite whatever the acceptance history
+__all__ = ["AnchoredStepSize", "noise_acceptance_cap"]
 
 
 def noise_acceptance_cap(sigma: float) -> float:
@@ -132,12 +132,8 @@ class AnchoredStepSize:
     log_anchor: float = field(init=False)
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.initial) and self.initial > 0):
-            raise ValueError(f"initial step size must be positive, got {self.initial}")
-        if not 0.0 < self.target < 1.0:
-            raise ValueError(f"target acceptance must lie in (0, 1), got {self.target}")
-        if not 0.5 < self.exponent <= 1.0:
-            raise ValueError(f"exponent must lie in (0.5, 1], got {self.exponent}")
+        check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
+                            names=_FIELD_NAMES)
         if not 0.0 < self.lower <= 1.0 <= self.upper < np.inf:
             raise ValueError(f"need 0 < lower <= 1 <= upper < inf, got {self.lower}, "
                              f"{self.upper}")
@@ -179,13 +175,11 @@ class AnchoredStepSize:
             follows a noise-free statistic, always targets :attr:`target`.
         """
         self.t += 1
-        gain = self.t ** (-self.exponent)
         if anchor_accept_prob is not None:
-            beta = float(np.nan_to_num(anchor_accept_prob))
-            self.log_anchor = float(np.clip(self.log_anchor + gain * (beta - self.target),
-                                            -_LOG_BOUND, _LOG_BOUND))
-        alpha = float(np.nan_to_num(accept_prob))
+            self.log_anchor = log_scale_step(self.log_anchor, self.t, self.exponent,
+                                             anchor_accept_prob, self.target)
         goal = self.target if target is None else float(target)
         lo = self.log_anchor + np.log(self.lower)
         hi = self.log_anchor + np.log(self.upper)
-        self.log_value = float(np.clip(self.log_value + gain * (alpha - goal), lo, hi))
+        self.log_value = log_scale_step(self.log_value, self.t, self.exponent, accept_prob,
+                                        goal, lo, hi)

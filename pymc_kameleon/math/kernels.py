@@ -14,6 +14,7 @@ import numpy as np
 from scipy.spatial.distance import cdist, pdist
 
 __all__ = [
+    "check_bandwidth",
     "distinct_rows",
     "exact_median",
     "gaussian_kernel",
@@ -21,6 +22,23 @@ __all__ = [
     "gaussian_kernel_grads",
     "median_heuristic",
 ]
+
+
+def check_bandwidth(bandwidth: float | None) -> float | None:
+    """A user's fixed kernel bandwidth as a float (``None``: chosen by the sampler).
+
+    Raises ``ValueError`` unless it is ``None`` or a finite positive number.
+
+    Examples
+    --------
+    >>> check_bandwidth(2), check_bandwidth(None)
+    (2.0, None)
+    """
+    if bandwidth is None:
+        return None
+    if not (np.isfinite(bandwidth) and bandwidth > 0):
+        raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
+    return float(bandwidth)
 
 
 def gaussian_kernel(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> np.ndarray:

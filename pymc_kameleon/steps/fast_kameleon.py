@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,9 +17,8 @@ from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
 __all__ = ["FastKameleonStep", "default_n_features"]
 
-# tuning iterations between snapshots of the feature covariance used by the proposals
-# (a gap growing as 0.1 x the tuning iterations, half the snapshots, cut F-KAMH's min ESS on
-# the 10-d banana to 6 from 16-22, means of 14 single-chain runs at pm.sample's defaults)
+# tuning iterations between snapshots of the feature covariance used by the proposals: a
+# fixed gap (one growing with the tuning length cost ESS, docs/benchmarks/fkamh_rank.md)
 _SNAPSHOT_GAP = 100
 #: default share of the trace of the feature covariance its discarded eigenpairs may hold
 TRACE_TOLERANCE = 0.03
@@ -122,16 +120,11 @@ class FastKameleonStep(LocalGaussianStep):
     iteration ``O(min(r D, m^2) d + d^3)`` (compiled with Numba when available) and memory
     ``O(D^2)``, independent of the chain length: no history array grows.
 
-    The default tolerance was measured (``docs/benchmarks/fkamh_rank.md``): in the whitened
-    coordinates the step samples in, the spectrum of ``C`` decays slowly (``r`` of 70-80 of
-    ``D = 500`` at ``d = 10``), truncating 3 % left the proposal and the ESS on six suite
-    models x 3 seeds unchanged (summed min bulk ESS 4857 against 4852 untruncated), 10 %
-    cost 6 % of it (a quarter on eight-schools-nc); 3 % cut the time per iteration after
-    tuning from 130 to 33 us at ``d = 10`` (25 us since the product is compiled as blocked
-    dot products).  Even so F-KAMH is only level with KAMH's ``O(n d^2)``, ``n = 1000``, at
-    ``8 <= d <= 32`` (within 10 % after tuning, dearer while tuning) and cheaper at
-    ``d = 100``: the ``D`` the proposal's accuracy needs (see :func:`default_n_features`) and
-    the rank its spectrum needs cost about as much as a 1000-point kernel history.
+    The default tolerance is the largest that left the ESS of the suite models unchanged
+    (``docs/benchmarks/fkamh_rank.md``, which also holds the timings): in the whitened
+    coordinates the spectrum of ``C`` decays slowly, so the rank stays a sizeable fraction
+    of ``D``, and F-KAMH's cost per iteration is about that of KAMH's ``O(n d^2)`` with
+    ``n = 1000`` at moderate ``d``, lower only at large ``d``.
 
     Adaptation, only while PyMC tunes:
 
@@ -153,10 +146,9 @@ class FastKameleonStep(LocalGaussianStep):
       moments restart from the reservoir's points (the only history kept).  Otherwise
       bandwidth and features are kept and the moments go on accumulating every point: ``C``
       is then the covariance over the whole history since the bandwidth settled, as in the
-      dissertation.  Restarting at every refresh (as before) left, at the end of tuning, up
-      to half of the weight of ``C`` on the last 1000 consecutive points, i.e. on the few
-      effective samples of one region of the target, and cost F-KAMH about half of its
-      ESS per iteration on the 8-d B(0.1, 100);
+      dissertation.  Restarting at every refresh would leave much of the weight of ``C``
+      on the last 1000 consecutive points, the few effective samples of one region of the
+      target (measured in ``docs/algorithms/fkamh.md``);
     * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
       dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
       ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``);
@@ -260,17 +252,13 @@ class FastKameleonStep(LocalGaussianStep):
         n_features: int | None = None,
         embedding: Literal["sincos", "phase"] = "sincos",
         frequencies: Literal["gaussian", "orthogonal", "halton"] = "halton",
-        gamma: float | Sequence[float] | None = None,
         eta2: float | None = None,
-        bandwidth: float | None = None,
         n_bandwidth: int = 1000,
-        target_accept: float = 0.234,
-        adapt_scale: bool = True,
-        adapt_exponent: float = 0.6,
         schedule: GeometricSchedule | None = None,
         trace_tolerance: float = TRACE_TOLERANCE,
         **kwargs,
     ):
+        # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
         if not 0.0 <= trace_tolerance < 1.0:
             raise ValueError(f"trace_tolerance must lie in [0, 1), got {trace_tolerance!r}")
         if n_features is not None and (int(n_features) != n_features or n_features < 2):
@@ -284,21 +272,14 @@ class FastKameleonStep(LocalGaussianStep):
             raise ValueError("the 'sincos' embedding needs an even n_features")
         if int(n_bandwidth) != n_bandwidth or n_bandwidth < 2:
             raise ValueError(f"n_bandwidth must be an integer >= 2, got {n_bandwidth!r}")
-        if bandwidth is not None and not (np.isfinite(bandwidth) and bandwidth > 0):
-            raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
         self.n_features = None if n_features is None else int(n_features)
         self.embedding = embedding
         self.frequencies = frequencies
         self.n_bandwidth = int(n_bandwidth)
         self.trace_tolerance = float(trace_tolerance)
-        self.fixed_bandwidth = None if bandwidth is None else float(bandwidth)
         super().__init__(
             vars,
-            gamma=gamma,
             scale=eta2,
-            target_accept=target_accept,
-            adapt_scale=adapt_scale,
-            adapt_exponent=adapt_exponent,
             schedule=schedule or GeometricSchedule(first=50, ratio=2.0, max_gap=1000),
             **kwargs,
         )
@@ -385,8 +366,8 @@ class FastKameleonStep(LocalGaussianStep):
             a.moments.update_batch(a.features.features(distinct), counts)
             a.bandwidth = s
             # a new C, of the same frequencies rescaled: its factor is followed from the
-            # previous basis (an exact eigendecomposition at every restart, 14 ms at
-            # D = 500, cost 70 ms in a 10-d run at pm.sample's defaults, 5 restarts)
+            # previous basis, not recomputed by an exact eigendecomposition at every
+            # restart (timings: docs/benchmarks/fkamh_rank.md)
         # else: keep bandwidth, features and the moments accumulated over the whole history
         self._snapshot()
         self._activate()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,28 +136,17 @@ class KameleonStep(LocalGaussianStep):
         vars=None,
         *,
         n_history: int = 1000,
-        gamma: float | Sequence[float] | None = None,
         nu2: float | None = None,
-        bandwidth: float | None = None,
-        target_accept: float = 0.234,
-        adapt_scale: bool = True,
-        adapt_exponent: float = 0.6,
         subsample_schedule: GeometricSchedule | None = None,
         **kwargs,
     ):
+        # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
         if int(n_history) != n_history or n_history < 2:
             raise ValueError(f"n_history must be an integer >= 2, got {n_history!r}")
-        if bandwidth is not None and not (np.isfinite(bandwidth) and bandwidth > 0):
-            raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
         self.n_history = int(n_history)
-        self.fixed_bandwidth = None if bandwidth is None else float(bandwidth)
         super().__init__(
             vars,
-            gamma=gamma,
             scale=nu2,
-            target_accept=target_accept,
-            adapt_scale=adapt_scale,
-            adapt_exponent=adapt_exponent,
             schedule=subsample_schedule or GeometricSchedule(first=50, ratio=1.5, max_gap=100),
             **kwargs,
         )

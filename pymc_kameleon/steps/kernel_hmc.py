@@ -9,16 +9,16 @@ from typing import Any, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..adaptation import AnchoredStepSize, GeometricSchedule, RobbinsMonro
+from ..adaptation import AnchoredStepSize, GeometricSchedule, check_robbins_monro
 from ..math.ard import search_lengths
 from ..math.hmc import hamiltonian_accept_prob, kinetic_energy
-from ..math.kernels import distinct_rows, median_heuristic
+from ..math.kernels import check_bandwidth, distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
 from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
 from .base import BaseKernelStep, ChainState, Proposal
 
-__all__ = ["KernelHMCStep"]
+__all__ = ["KernelHMCStep", "Surrogate"]
 
 _SURROGATE_CODES = {"lite": 1, "finite": 2}
 # bandwidth grids, in multiples of the median heuristic
@@ -42,60 +42,81 @@ _SURROGATE_BAND = (0.1, 2.0)
 _MIN_CHECKED = 50  # tuning iterations a refit's candidate runs before it may take over
 _REVIEW_RATIO = 0.5  # a surrogate in use below this fraction of the walk's ESJD is dropped
 _CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
-# Per-coordinate lengths (finite surrogate) by default up to this dimension: the search
-# scores about 4 d bandwidth-and-lengths configurations per cross-validation.  Every
-# cross-validation searches again, from the last lengths: skipping it after a search that
-# gained < 5 % of the held-out loss spared 0.3-1.4 s per cross-validation on eight-schools-nc
-# and scales, but on the 8-d banana the first searches (on the random-walk phase's history)
-# can find nothing or the wrong lengths, and ESS per 1000 evaluations over seeds 1-9 went
-# from median 37 to 12.  The cost grows like d^2 (4 d configurations, each O(d)): at d = 24
-# (radon, radon-nc) the suite's wall time per 4 chains went 24 -> 47 s and 23 -> 50 s with
-# no gain in ESS (0.15 -> 0.14, 1.6 -> 1.2 per 1000 evaluations), hence the bound.
+# Per-coordinate lengths (finite surrogate) by default up to this dimension: every
+# cross-validation searches them again (about 4 d configurations, a cost growing like d^2),
+# which above it cost wall time without a gain in ESS (docs/algorithms/kernel_hmc.md,
+# "Per-coordinate lengths").
 _ARD_MAX_DIM = 16
 
 
-@dataclass
-class KernelHMCCandidate:
-    """A refitted surrogate and its step size, on trial until checked against the target."""
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays and estimators
+class Surrogate:
+    """A proposal of the kernel phase: a fitted score surrogate and its step size, or the
+    random walk (``estimator`` None) and its own.  The same value serves as the surrogate in
+    use, the refit on trial and the random walk kept as the fallback; the step size and a
+    finite surrogate keep adapting in place while tuning."""
 
     scaler: AnchoredStepSize
-    estimator: LiteScoreEstimator | FiniteScoreEstimator
-    bandwidth: float
-    lam: float
+    estimator: LiteScoreEstimator | FiniteScoreEstimator | None = None
+    bandwidth: float = float("nan")
+    lam: float = float("nan")
     lengths: np.ndarray | None = None  # relative per-coordinate lengths (finite, ARD)
-    warmed: bool = False  # whether its step size's warm-up (first _MIN_CHECKED) is over
-    n: int = 0  # tuning iterations proposed by it (since its warm-up)
-    jump: float = 0.0  # sum of accept_prob * |q* - q|^2 over those iterations
+
+
+@dataclass
+class Tally:
+    """The tuning iterations one surrogate proposed: its ESJD since the last restart and the
+    acceptances of the current draw (for its step size)."""
+
+    n: int = 0
+    jump: float = 0.0  # sum of accept_prob * |q* - q|^2
     accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
     anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
+
+    @property
+    def esjd(self) -> float:
+        """Expected squared jump distance per iteration (Rao-Blackwellised)."""
+        return self.jump / self.n
+
+    def restart(self) -> None:
+        """Count the ESJD from here on (a trial or review starts)."""
+        self.n, self.jump = 0, 0.0
+
+
+@dataclass
+class Trial:
+    """A refit on trial against the surrogate in use, until checked against the target."""
+
+    surrogate: Surrogate
+    tally: Tally = field(default_factory=Tally)
+    warmed: bool = False  # whether its step size's warm-up (first _MIN_CHECKED) is over
 
 
 @dataclass
 class KernelHMCAdaptState:
-    scaler: AnchoredStepSize  # step size (of the surrogate in use: reported and frozen)
+    current: Surrogate  # in use: reported, and frozen by stop_tuning
     reservoir: Reservoir
+    tally: Tally = field(default_factory=Tally)  # of the surrogate in use, since the last
+    # refit, take-over or review
+    trial: Trial | None = None
+    fallback: Surrogate | None = None  # the random walk the surrogate in use replaced,
+    fallback_esjd: float = float("nan")  # and its ESJD then
     t: int = 0
     next_fit: int = 1
     next_cv: int = 1
-    estimator: LiteScoreEstimator | FiniteScoreEstimator | None = None
-    bandwidth: float = float("nan")
-    lam: float = float("nan")
-    lengths: np.ndarray | None = None  # of the surrogate in use
     cv_lengths: np.ndarray | None = None  # of the last cross-validation (its next start)
+    cv_index: int | None = None  # grid index of the last cross-validated bandwidth
     base_features: RandomFourierFeatures | None = None
     pending: list = field(default_factory=list)  # finite: points not yet in the surrogate
     surrogate_accept: float | None = None  # last proposal's acceptance on the surrogate
     last_jump: float = 0.0  # |q* - q|^2 of the last proposal
-    by_candidate: bool = False  # whether the candidate made the last proposal
-    candidate: KernelHMCCandidate | None = None  # a refit on trial
-    n: int = 0  # tuning iterations proposed by the surrogate in use since the last refit,
-    # take-over or review
-    jump: float = 0.0  # and their sum of accept_prob * |q* - q|^2
-    cv_index: int | None = None  # grid index of the last cross-validated bandwidth
-    walk: AnchoredStepSize | None = None  # the random walk's step size, kept while a
-    walk_jump: float = float("nan")  # surrogate is in use, and its ESJD when replaced
-    accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
-    anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
+    by_candidate: bool = False  # whether the trial's surrogate made the last proposal
+
+    def proposer(self) -> tuple[Surrogate, Tally]:
+        """The surrogate that makes (made) the current proposal and its tally."""
+        if self.by_candidate:
+            return self.trial.surrogate, self.trial.tally
+        return self.current, self.tally
 
 
 class KernelHMCStep(BaseKernelStep):
@@ -194,16 +215,15 @@ class KernelHMCStep(BaseKernelStep):
     surrogate's kernel gets per-coordinate lengths (``ard``), chosen at each
     cross-validation by coordinate descent on the same held-out loss
     (:func:`~pymc_kameleon.math.ard.search_lengths`).  On the 8-d banana B(0.03, 100) an
-    isotropic kernel is a near-quadratic surrogate that cannot follow the banana (the step
-    size fell to the floor of its band and the chain stayed in the middle; ESS per 1000
-    evaluations 0.2-15 on seeds 1-9); with the lengths the surrogate's acceptance reaches
-    the target.
+    isotropic kernel is a near-quadratic surrogate that cannot follow the banana; with the
+    lengths the surrogate's acceptance reaches the target (``docs/benchmarks/README.md``).
 
     After tuning, a fraction ``random_walk_fraction`` of the iterations are the tuned random
     walk of the random-walk phase instead of a trajectory: the finite surrogate can be
     wrong where the history never went (its cosine features oscillate in the tails), every
-    trajectory from there may be rejected, and only the walk gets the chain out (8-d
-    banana, seed 7: a chain at the tip of an arm rejected 12000 trajectories in a row).
+    trajectory from there may be rejected, and only the walk gets the chain out (on the 8-d
+    banana a chain at the tip of an arm rejected every trajectory for thousands of
+    iterations, ``docs/algorithms/kernel_hmc.md``).
 
     Per iteration the number of leapfrog steps is uniform on ``n_leapfrog`` and the step size
     is ``step_size * U[1 - jitter, 1 + jitter]``; both randomisations break periodicities.
@@ -217,8 +237,8 @@ class KernelHMCStep(BaseKernelStep):
         Finite is the default because it was the more robust of the two in our tests: it
         learns from every tuning point, online.  Lite refits on a subsample at scheduled
         iterations, and its gradient, which points back toward the history, slows the
-        exploration of curved targets while tuning (on the 2-d banana B(0.03, 100) with 1000
-        tuning iterations, 2 of 4 runs ended with R-hat > 1.1; finite: 0 of 4).  Lite is the
+        exploration of curved targets while tuning (``docs/algorithms/kernel_hmc.md``, "Which
+        surrogate").  Lite is the
         safer choice when the start is far from the posterior mass (its gradient vanishes away
         from the data, so it falls back to a random walk there); give it a longer tuning.
     n_history : int, default 1000
@@ -249,8 +269,8 @@ class KernelHMCStep(BaseKernelStep):
     ard : bool, optional
         Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
         Default: on for the finite surrogate when ``2 <= d <= 16`` and no ``bandwidth`` is
-        given (the search scores about ``4 d`` configurations per cross-validation, 0.55-0.65
-        s at ``d = 8..16``, 0.9 s at ``d = 32`` with two sweeps on 300 points).  The
+        given (the search scores about ``4 d`` configurations per cross-validation; its cost
+        is measured in ``docs/algorithms/kernel_hmc.md``).  The
         ``bandwidth`` stat is then the overall scale ``s`` (the bandwidth of coordinate ``i``
         is ``s l_i``, geometric mean of ``l`` 1).
     random_walk_fraction : float, default 0.1
@@ -272,9 +292,10 @@ class KernelHMCStep(BaseKernelStep):
     Stats emitted every iteration (``idata.sample_stats``): ``accept`` (acceptance
     probability), ``accepted``, ``lp`` (the stored log density, ``model_logp`` in
     ``stats_dtypes_shapes``), ``step_size`` (the tuned value, before jitter),
-    ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``, ``sigma``
-    (``2 s^2``), ``lambda``, ``surrogate`` (0 while the step is the random walk, 1 lite,
-    2 finite; a refit on trial is never reported).  The ``tune`` flag is used by PyMC to
+    ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``,
+    ``kernel_sigma`` (``2 s^2``, the thesis' kernel parameter), ``lambda``, ``surrogate``
+    (0 while the step is the random walk, 1 lite, 2 finite; a refit on trial is never
+    reported).  The ``tune`` flag is used by PyMC to
     separate the warm-up draws.
 
     Cost per iteration: ``L + 1`` surrogate gradients (``O(n d)`` each for lite, ``O(m d)``
@@ -306,7 +327,7 @@ class KernelHMCStep(BaseKernelStep):
         "step_size": (np.float64, []),
         "n_leapfrog": (np.int64, []),
         "bandwidth": (np.float64, []),
-        "sigma": (np.float64, []),
+        "kernel_sigma": (np.float64, []),
         "lambda": (np.float64, []),
         "surrogate": (np.int64, []),
     }
@@ -349,9 +370,9 @@ class KernelHMCStep(BaseKernelStep):
                             ("n_cv", n_cv)):
             if int(value) != value or value < 10:
                 raise ValueError(f"{name} must be an integer >= 10, got {value!r}")
-        for name, value in (("step_size", step_size), ("bandwidth", bandwidth)):
-            if value is not None and not (np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        check_robbins_monro(initial=step_size, target=target_accept, exponent=adapt_exponent,
+                            names=("step_size", "target_accept", "adapt_exponent"))
+        self.fixed_bandwidth = check_bandwidth(bandwidth)
         if lam is not None and not (np.isfinite(lam) and lam >= 0):
             raise ValueError(f"lam must be a non-negative number, got {lam!r}")
         if not 0 <= step_size_jitter < 1:
@@ -359,7 +380,6 @@ class KernelHMCStep(BaseKernelStep):
         if not 0 <= random_walk_fraction <= 1:
             raise ValueError(f"random_walk_fraction must lie in [0, 1], "
                              f"got {random_walk_fraction!r}")
-        RobbinsMonro(step_size, target_accept, adapt_exponent)  # validates both
         self.surrogate = surrogate
         self.n_history = int(n_history)
         self.n_features = int(n_features)
@@ -367,7 +387,6 @@ class KernelHMCStep(BaseKernelStep):
         self.step_size = float(step_size)
         self.step_size_jitter = float(step_size_jitter)
         self.target_accept = float(target_accept)
-        self.fixed_bandwidth = None if bandwidth is None else float(bandwidth)
         self.fixed_lam = None if lam is None else float(lam)
         self.n_cv = int(n_cv)
         self.adapt_step_size = bool(adapt_step_size)
@@ -385,30 +404,36 @@ class KernelHMCStep(BaseKernelStep):
         return (self.surrogate == "finite" and self.fixed_bandwidth is None
                 and 2 <= self.dim <= _ARD_MAX_DIM)  # in 1-d a length is the bandwidth
 
+    @property
+    def current_surrogate(self) -> Surrogate:
+        """The surrogate in use (``estimator`` None while the step is the random walk): the
+        one reported in the stats, and frozen by ``stop_tuning()``."""
+        return self._adapt.current
+
+    @property
+    def surrogate_on_trial(self) -> Surrogate | None:
+        """A refit on trial against the surrogate in use while tuning, else None."""
+        trial = self._adapt.trial
+        return None if trial is None else trial.surrogate
+
     def _default_n_steps(self) -> int:
-        # an HMC trajectory on a surrogate moves further per evaluation than a random-walk
-        # step: ceil(sqrt(d)) iterations per draw in the kernel phase of tuning.  A step that
-        # ends tuning without a surrogate (none beat the random walk) takes the random
-        # walk's count.  (The kernel phase keeps ceil(sqrt(d)) while it is still a random
-        # walk: with d iterations per draw a candidate's step size gets few updates during
-        # its trial, and on the 80-d Dirichlet lite surrogates at acceptance 0.004 took
-        # over.)  Constant after stop_tuning (surrogate frozen).
-        w = getattr(self, "_warm", None)
-        if w is None or w.phase == "warmup":
-            # The warm-up's draws are discarded and the kernel phase has its own count, so
-            # the base's floor of 5 would only add evaluations here: max(2, d) as before it.
-            # Measured with the floor (2-4-d suite models, seeds 1-3): the same ESS at
-            # 7-34 % less ESS per evaluation, and on the truncated normal the sd of mu
-            # 0.83-0.91 of the reference in 4 of 5 seeds (0.95-1.11 without).
+        # Iterations per draw (docs/algorithms/kernel_hmc.md, "Iterations per draw"):
+        # max(2, d) in the warm-up, whose draws are discarded (the base's floor of 5 only
+        # adds evaluations there); ceil(sqrt(d)) in the kernel phase of tuning, random walk
+        # or not (a trajectory moves further per evaluation, and a trial's step size needs
+        # many updates); after tuning ceil(sqrt(d)) with a surrogate, else the random
+        # walk's count.  Constant after stop_tuning (surrogate frozen).
+        if self._warm.phase == "warmup":
             return max(2, self.dim) if self.tune else super()._default_n_steps()
-        if not self.tune and self._adapt.estimator is None:
+        if not self.tune and self._adapt.current.estimator is None:
             return super()._default_n_steps()
         return max(1, int(np.ceil(np.sqrt(self.dim))))
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
+        walk = AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
+                                *_RANDOM_WALK_BAND, anchor0=self._rw_scale0)
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
-            scaler=AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
-                                    *_RANDOM_WALK_BAND, anchor0=self._rw_scale0),
+            current=Surrogate(walk),
             reservoir=Reservoir(self.n_history, self.dim),
             next_fit=self.schedule.first,
             next_cv=self.schedule.first,
@@ -417,7 +442,7 @@ class KernelHMCStep(BaseKernelStep):
     # ------------------------------------------------------------------ proposal
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         a = self._adapt
-        if (not self.tune and a.estimator is not None and a.walk is not None
+        if (not self.tune and a.current.estimator is not None and a.fallback is not None
                 and self.random_walk_fraction > 0
                 and self.rng.random() < self.random_walk_fraction):
             # after tuning, a fixed fraction of the iterations are the tuned random walk (a
@@ -425,12 +450,12 @@ class KernelHMCStep(BaseKernelStep):
             # the history never covered) every trajectory may be rejected, and only the
             # walk gets the chain out
             q0 = np.asarray(state.position, dtype=float)
-            step = a.walk.value * self.rng.standard_normal(self.dim)
+            step = a.fallback.scaler.value * self.rng.standard_normal(self.dim)
             return Proposal(q0 + step, 0.0), {"n_leapfrog": 1}
         # while tuning, a refit on trial proposes every other iteration (a mixture of two
         # exact kernels); after tuning only the surrogate in use is left
-        a.by_candidate = bool(self.tune and a.candidate is not None and not a.by_candidate)
-        k = a.candidate if a.by_candidate else a
+        a.by_candidate = bool(self.tune and a.trial is not None and not a.by_candidate)
+        k, _ = a.proposer()
         lo, hi = self.n_leapfrog
         n_steps = int(self.rng.integers(lo, hi + 1))
         jitter = self.step_size_jitter
@@ -453,16 +478,16 @@ class KernelHMCStep(BaseKernelStep):
         return Proposal(q1, log_correction), {"n_leapfrog": n_steps}
 
     def _tuning_stats(self) -> dict[str, Any]:
-        a = self._adapt
+        k = self._adapt.current
         return {
-            "step_size": a.scaler.value,
-            "bandwidth": a.bandwidth,
-            "sigma": 2.0 * a.bandwidth**2,
-            "lambda": a.lam,
-            "surrogate": 0 if a.estimator is None else _SURROGATE_CODES[self.surrogate],
+            "step_size": k.scaler.value,
+            "bandwidth": k.bandwidth,
+            "kernel_sigma": 2.0 * k.bandwidth**2,
+            "lambda": k.lam,
+            "surrogate": 0 if k.estimator is None else _SURROGATE_CODES[self.surrogate],
         }
 
-    def _anchor_accept(self, k, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
+    def _anchor_accept(self, k: Surrogate, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
         """Acceptance on the surrogate Hamiltonian of a trajectory with the anchor's step size
         (same start, momentum, jitter and ``L``): the noise-free statistic of the step-size
         rule.  Reuses the proposed trajectory when the step size equals the anchor; otherwise
@@ -479,103 +504,124 @@ class KernelHMCStep(BaseKernelStep):
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
         a = self._adapt
         a.t += 1
-        k = a.candidate if a.by_candidate else a
-        k.n += 1
-        k.jump += float(np.nan_to_num(accept_prob)) * a.last_jump
-        k.accepts.append(accept_prob)
+        _, tally = a.proposer()
+        tally.n += 1
+        tally.jump += float(np.nan_to_num(accept_prob)) * a.last_jump
+        tally.accepts.append(accept_prob)
         if a.surrogate_accept is not None:
-            k.anchor_accepts.append(a.surrogate_accept)
+            tally.anchor_accepts.append(a.surrogate_accept)
         x = np.asarray(new_state.position, dtype=float)
         a.reservoir.add(x, self.rng)
-        if self.surrogate == "finite" and (a.estimator is not None or a.candidate is not None):
+        if self.surrogate == "finite" and (a.current.estimator is not None
+                                           or a.trial is not None):
             a.pending.append(x)
             if len(a.pending) >= _FINITE_BATCH:
                 self._flush_pending()
 
     def _begin_tuning_draw(self, mean_accept: float) -> None:
         a = self._adapt
-        for k in (a, a.candidate):  # each on the iterations it proposed
-            if k is None:
-                continue
-            if self.adapt_step_size and k.accepts:
-                anchor = float(np.mean(k.anchor_accepts)) if k.anchor_accepts else None
-                k.scaler.update(float(np.mean(k.accepts)), anchor, target=self._step_target(k))
-            k.accepts, k.anchor_accepts = [], []
-        c = a.candidate
-        if c is not None and not c.warmed and c.n >= _MIN_CHECKED:
-            # the step size of a fresh fit starts from a guess on the surrogate alone; the
-            # trial counts (for both) from the end of its warm-up
-            c.warmed = True
-            c.n, c.jump, a.n, a.jump = 0, 0.0, 0, 0.0
-        if c is not None and c.warmed and c.n >= _MIN_CHECKED:
-            self._settle_candidate()
-        elif c is None and a.walk is not None and a.n >= _MIN_CHECKED:
-            self._review_surrogate()
+        self._update_step_sizes()
+        self._judge()
         # a refit waits until the one on trial is settled
-        if a.t >= a.next_fit and a.candidate is None and not self._too_late_to_refit():
+        if a.t >= a.next_fit and a.trial is None and not self._too_late_to_refit():
             tune_hyper = a.t >= a.next_cv
             # finite learns online in between (but not after going back to the random walk)
-            if tune_hyper or self.surrogate == "lite" or a.estimator is None:
+            if tune_hyper or self.surrogate == "lite" or a.current.estimator is None:
                 self._fit(tune_hyper)
             if tune_hyper:
                 a.next_cv = 2 * a.t
             a.next_fit = self.schedule.next_after(a.t)
 
-    def _step_target(self, k) -> float:
+    def _update_step_sizes(self) -> None:
+        """One Robbins-Monro update of the step size of the surrogate in use and of the one
+        on trial, each on the acceptances of the iterations it proposed in the last draw."""
+        a = self._adapt
+        proposers = [(a.current, a.tally)]
+        if a.trial is not None:
+            proposers.append((a.trial.surrogate, a.trial.tally))
+        for k, tally in proposers:
+            if self.adapt_step_size and tally.accepts:
+                anchor = float(np.mean(tally.anchor_accepts)) if tally.anchor_accepts else None
+                k.scaler.update(float(np.mean(tally.accepts)), anchor,
+                                target=self._step_target(k))
+            tally.accepts, tally.anchor_accepts = [], []
+
+    def _judge(self) -> None:
+        """Settle a trial that has run its course, or review the surrogate in use.
+
+        A refit's first ``_MIN_CHECKED`` iterations warm up its step size (which starts from
+        a guess on the surrogate alone); the trial, for both, counts from there.  After
+        ``_MIN_CHECKED`` more the refit takes over if :meth:`_beats_current`; otherwise it is
+        dropped and the surrogate in use is reviewed on the same iterations
+        (:meth:`_review`).  Without a trial the surrogate in use is reviewed every
+        ``_MIN_CHECKED`` of its own iterations.
+        """
+        a, trial = self._adapt, self._adapt.trial
+        if trial is not None and not trial.warmed and trial.tally.n >= _MIN_CHECKED:
+            trial.warmed = True
+            trial.tally.restart()
+            a.tally.restart()
+        if trial is not None and trial.warmed and trial.tally.n >= _MIN_CHECKED:
+            if self._beats_current(trial):
+                self._take_over(trial)
+                return
+            a.trial = None
+            if a.fallback is not None and a.tally.n > 0:
+                self._review()
+        elif trial is None and a.fallback is not None and a.tally.n >= _MIN_CHECKED:
+            self._review()
+
+    def _step_target(self, k: Surrogate) -> float:
         """Acceptance target of the step size against the real (possibly noisy) target."""
         if k.estimator is None:  # random-walk phase: the warm-up walk's noise rule
             return self._accept_target(k.scaler.target)
         return k.scaler.target * self._warm.noise.ceiling
 
-    def _floored(self, k) -> bool:
-        """Whether the step size of ``k`` (the candidate or the surrogate in use) sits on the
-        floor of its band while adapted: it did not reach the (noise-lowered) target even at
-        a tenth of the surrogate's own scale, so the surrogate's trajectories disagree with
-        the target, and rare long accepted jumps would flatter its ESJD."""
+    def _floored(self, k: Surrogate) -> bool:
+        """Whether the step size of ``k`` (on trial or in use) sits on the floor of its band
+        while adapted: it did not reach the (noise-lowered) target even at a tenth of the
+        surrogate's own scale, so the surrogate's trajectories disagree with the target, and
+        rare long accepted jumps would flatter its ESJD."""
         return self.adapt_step_size and k.scaler.at_floor
 
-    def _settle_candidate(self) -> None:
-        """A candidate checked on ``_MIN_CHECKED`` iterations takes over if it moved the chain
-        at least as far (expected squared jump distance per iteration, Rao-Blackwellised
-        over the acceptance) as the surrogate in use over the same period; otherwise it is
-        dropped (e.g. a surrogate too poor in high dimension to beat the random walk)."""
-        a, c = self._adapt, self._adapt.candidate
-        if not self._floored(c) and (a.n == 0 or c.jump / c.n >= a.jump / a.n):
-            if isinstance(c.estimator, FiniteScoreEstimator):
-                self._flush_pending()
-            if a.estimator is None:  # the random walk is replaced: keep it as the fallback
-                a.walk, a.walk_jump = a.scaler, (c.jump / c.n if a.n == 0 else a.jump / a.n)
-            a.scaler, a.estimator, a.bandwidth, a.lam = c.scaler, c.estimator, c.bandwidth, c.lam
-            a.lengths = c.lengths
-            a.n, a.jump = 0, 0.0  # the new surrogate in use is reviewed on its own iterations
-            a.candidate = None
-            return
-        a.candidate = None
-        if a.walk is not None and a.n > 0:  # on the iterations the candidate was judged on
-            self._review_surrogate()
+    def _beats_current(self, trial: Trial) -> bool:
+        """Whether a refit checked on ``_MIN_CHECKED`` iterations moved the chain at least as
+        far (expected squared jump distance per iteration, Rao-Blackwellised over the
+        acceptance) as the surrogate in use over the same period, off the floor of its
+        band.  A surrogate too poor to beat the random walk (e.g. in high dimension) never
+        takes over."""
+        a = self._adapt
+        return not self._floored(trial.surrogate) and (a.tally.n == 0 or
+                                                       trial.tally.esjd >= a.tally.esjd)
 
-    def _review_surrogate(self) -> None:
+    def _take_over(self, trial: Trial) -> None:
+        """The refit becomes the surrogate in use; a random walk it replaces is kept as the
+        fallback, with its ESJD, for :meth:`_review`."""
+        a = self._adapt
+        if isinstance(trial.surrogate.estimator, FiniteScoreEstimator):
+            self._flush_pending()
+        if a.current.estimator is None:
+            a.fallback = a.current
+            a.fallback_esjd = trial.tally.esjd if a.tally.n == 0 else a.tally.esjd
+        a.current = trial.surrogate
+        a.tally.restart()  # the new surrogate in use is reviewed on its own iterations
+        a.trial = None
+
+    def _review(self) -> None:
         """The surrogate in use stays under review while tuning: over its iterations during
         a trial (without one, over its last ``_MIN_CHECKED`` iterations) its ESJD must stay
         at least ``_REVIEW_RATIO`` times the random walk's, as measured when the walk was
-        replaced, and its step size off the floor of its band (the trial's consistency
-        check, :meth:`_floored`); otherwise the step goes back to the random
-        walk and its step size (the next refit starts a new trial).  A trial of ~50
-        iterations can be flattered by a few long accepted jumps while the new step size is
-        still settling (80-d Dirichlet, lite: a refit at trial acceptance ~0.2 took over and
-        then sampled at ~0.01); the review catches it after the trial.  On radon-nc
-        (d = 24) surrogates at the floor of their band, accepted 4-15 % of the time, kept
-        ESJDs within half of the walk's (long trajectories) while the county intercepts
-        barely moved: four chains ended with max R-hat 1.03-1.07 (seeds 1-5), 1.013-1.025
-        with the floor checked here too."""
+        replaced, and its step size off the floor of its band (:meth:`_floored`); otherwise
+        the step goes back to the fallback random walk and its step size (the next refit
+        starts a new trial).  A short trial can be flattered by a few long accepted jumps
+        while the new step size is still settling; the review catches such a surrogate
+        afterwards (``docs/algorithms/kernel_hmc.md``, "Review")."""
         a = self._adapt
-        if self._floored(a) or a.jump / a.n < _REVIEW_RATIO * a.walk_jump:
+        if self._floored(a.current) or a.tally.esjd < _REVIEW_RATIO * a.fallback_esjd:
             if self.surrogate == "finite":
                 a.pending = []  # only surrogates learn online
-            a.scaler, a.estimator, a.lengths = a.walk, None, None
-            a.bandwidth = a.lam = float("nan")
-            a.walk, a.walk_jump = None, float("nan")
-        a.n, a.jump = 0, 0.0  # the next review looks at fresh iterations
+            a.current, a.fallback, a.fallback_esjd = a.fallback, None, float("nan")
+        a.tally.restart()  # the next review looks at fresh iterations
 
     def _too_late_to_refit(self) -> bool:
         """Whether tuning ends before a refit could be checked (known with PyMC >= 6)."""
@@ -589,7 +635,7 @@ class KernelHMCStep(BaseKernelStep):
         a = self._adapt
         if a.pending:
             points = np.array(a.pending)
-            for k in (a, a.candidate):
+            for k in (a.current, a.trial and a.trial.surrogate):
                 if k is not None and isinstance(k.estimator, FiniteScoreEstimator):
                     k.estimator.update(points)
             a.pending = []
@@ -599,7 +645,7 @@ class KernelHMCStep(BaseKernelStep):
         # use, reported by the last tuning draw (points still pending are dropped).  A
         # refit still on trial is dropped: it has not been checked against the target.
         a = self._adapt
-        a.candidate = None
+        a.trial = None
         a.pending = []
 
     def _fit(self, tune_hyper: bool) -> None:
@@ -618,14 +664,14 @@ class KernelHMCStep(BaseKernelStep):
             a.base_features = RandomFourierFeatures.draw(
                 self.dim, self.n_features, 1.0, self.rng, "phase"
             )
-        s, lam, lengths = self.fixed_bandwidth, self.fixed_lam, a.lengths
-        tune_hyper = tune_hyper or a.estimator is None
+        s, lam, lengths = self.fixed_bandwidth, self.fixed_lam, a.current.lengths
+        tune_hyper = tune_hyper or a.current.estimator is None
         # (with ard the bandwidth is never fixed: s is None and the lengths are searched too)
         if (s is None or lam is None) and tune_hyper:
             with threadpool_limits(limits=1):  # small dense algebra: threads only contend
                 s, lam, lengths = self._cross_validate(s_med)
-        s = s if s is not None else a.bandwidth
-        lam = lam if lam is not None else a.lam
+        s = s if s is not None else a.current.bandwidth
+        lam = lam if lam is not None else a.current.lam
         if self.surrogate == "lite":
             estimator = LiteScoreEstimator(s, lam)
         else:
@@ -634,15 +680,15 @@ class KernelHMCStep(BaseKernelStep):
             estimator = FiniteScoreEstimator(basis, lam)
         with np.errstate(all="ignore"), threadpool_limits(limits=1):
             estimator.fit(X)
-        scaler = copy.deepcopy(a.scaler)
-        if (self.adapt_step_size and tune_hyper) or a.estimator is None:
+        scaler = copy.deepcopy(a.current.scaler)
+        if (self.adapt_step_size and tune_hyper) or a.current.estimator is None:
             # restart from the surrogate's own scale
-            eps = self._surrogate_step_size(estimator, X, a.scaler.value)
+            eps = self._surrogate_step_size(estimator, X, a.current.scaler.value)
             scaler = AnchoredStepSize(eps, self.target_accept, self.adapt_exponent,
                                       *_SURROGATE_BAND)
         # on trial against the surrogate in use, measured over the same iterations
-        a.candidate = KernelHMCCandidate(scaler, estimator, float(s), float(lam), lengths)
-        a.n, a.jump = 0, 0.0
+        a.trial = Trial(Surrogate(scaler, estimator, float(s), float(lam), lengths))
+        a.tally.restart()
 
     def _surrogate_step_size(self, estimator, X: np.ndarray, eps: float) -> float:
         """Step size at which trajectories on the *surrogate* Hamiltonian ``-f(q) + |p|^2/2``

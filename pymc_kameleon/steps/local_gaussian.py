@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptation import GeometricSchedule, RobbinsMonro, TrialSelection
+from ..adaptation import GeometricSchedule, RobbinsMonro, TrialSelection, check_robbins_monro
 from ..math._compiled import gaussian_factor, gaussian_logpdf
+from ..math.kernels import check_bandwidth
 from ..math.linalg import MultivariateNormal, safe_cholesky
 from .base import BaseKernelStep, ChainState, Proposal
 
@@ -69,7 +70,25 @@ class LocalGaussianStep(BaseKernelStep):
     """Base for ``N(y, gamma^2 I + scale * G(y))`` Metropolis-Hastings steps.
 
     Subclasses implement :meth:`_gram`, :meth:`_natural_scale`, :meth:`_record` and
-    :meth:`_refresh` (which sets ``active``) and extend the adapt state.
+    :meth:`_refresh` (which sets ``active``) and extend the adapt state.  They take their
+    own name for the initial ``scale`` (``nu2``, ``eta2``) and their default ``schedule``;
+    the other keywords below are common to both and documented with
+    :class:`~pymc_kameleon.KameleonStep`.
+
+    Parameters
+    ----------
+    scale : float, optional
+        Initial value of the adapted scale (default: its natural value, see
+        :meth:`_default_ratio`).
+    schedule : GeometricSchedule
+        Tuning iterations at which the history is refreshed.
+    gamma : float or sequence of float, optional
+        Fixed ``gamma`` or its candidates (default :data:`GAMMA_GRID` in random-walk units).
+    bandwidth : float, optional
+        Fixed kernel bandwidth (default: median heuristic at each refresh).
+    target_accept : float, default 0.234
+    adapt_scale : bool, default True
+    adapt_exponent : float, default 0.6
     """
 
     stats_dtypes_shapes = {
@@ -84,12 +103,13 @@ class LocalGaussianStep(BaseKernelStep):
         self,
         vars=None,
         *,
-        gamma: float | Sequence[float] | None,
         scale: float | None,
-        target_accept: float,
-        adapt_scale: bool,
-        adapt_exponent: float,
         schedule: GeometricSchedule,
+        gamma: float | Sequence[float] | None = None,
+        bandwidth: float | None = None,
+        target_accept: float = 0.234,
+        adapt_scale: bool = True,
+        adapt_exponent: float = 0.6,
         **kwargs,
     ):
         if gamma is None:
@@ -99,17 +119,16 @@ class LocalGaussianStep(BaseKernelStep):
             if not given or not all(np.isfinite(g) and g > 0 for g in given):
                 raise ValueError(f"gamma must be a positive number (or a sequence of them), "
                                  f"got {gamma!r}")
-        if scale is not None and not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"the initial scale must be a positive number, got {scale!r}")
-        if not 0.0 < target_accept < 1.0:
-            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
+        if scale is not None:
+            check_robbins_monro(initial=scale)
+        check_robbins_monro(target=target_accept, exponent=adapt_exponent)
         self._gamma_given = given
+        self.fixed_bandwidth = check_bandwidth(bandwidth)
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = float(target_accept)
         self.adapt_scale = bool(adapt_scale)
         self.adapt_exponent = float(adapt_exponent)
         self.schedule = schedule
-        RobbinsMonro(1.0, self.target_accept, self.adapt_exponent)  # validate early
         super().__init__(vars, **kwargs)
         self._zero_gram = np.zeros((self.dim, self.dim))  # the adaptive part while inactive
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptation import RobbinsMonro
+from ..adaptation import check_robbins_monro
 from ..adaptation.warmup import AffineMap
 from .base import BaseKernelStep, ChainState, Proposal, random_walk_target
 
@@ -90,9 +90,7 @@ class RandomWalkStep(BaseKernelStep):
     ):
         if scale is not None and not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"scale must be a positive number, got {scale!r}")
-        if target_accept is not None and not 0.0 < target_accept < 1.0:
-            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
-        RobbinsMonro(1.0, 0.234, adapt_exponent)  # validates the exponent
+        check_robbins_monro(target=target_accept, exponent=adapt_exponent)
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = None if target_accept is None else float(target_accept)
         self.adapt_scale = bool(adapt_scale)

@@ -37,7 +37,8 @@ def point_key(point: dict) -> bytes:
     parts = []
     for name in sorted(point):
         value = np.ascontiguousarray(point[name])
-        # dtype.str ('<f8'): a cached attribute; str(dtype) cost 2.7 us per variable
+        # dtype.str ('<f8'): a cached attribute, where str(dtype) formats a new string
+        # for every variable of every draw
         parts += [name.encode(), value.dtype.str.encode(), value.tobytes()]
     return b"\0".join(parts)
 
