@@ -14,6 +14,7 @@ from ..math.kernels import distinct_rows, median_heuristic
 from ..math.linalg import lowrank_root, refine_lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir
 from ..math.rff import RandomFourierFeatures
+from ..validation import check_integral
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
 __all__ = ["FastKameleonStep", "default_n_features"]
@@ -273,8 +274,8 @@ class FastKameleonStep(LocalGaussianStep):
     ):
         if not 0.0 <= trace_tolerance < 1.0:
             raise ValueError(f"trace_tolerance must lie in [0, 1), got {trace_tolerance!r}")
-        if n_features is not None and (int(n_features) != n_features or n_features < 2):
-            raise ValueError(f"n_features must be an integer >= 2, got {n_features!r}")
+        if n_features is not None:
+            n_features = check_integral("n_features", n_features, minimum=2)
         if embedding not in ("sincos", "phase"):
             raise ValueError(f"unknown embedding {embedding!r}; use 'sincos' or 'phase'")
         if frequencies not in ("gaussian", "orthogonal", "halton"):
@@ -282,8 +283,7 @@ class FastKameleonStep(LocalGaussianStep):
                              "'orthogonal' or 'halton'")
         if embedding == "sincos" and n_features is not None and n_features % 2:
             raise ValueError("the 'sincos' embedding needs an even n_features")
-        if int(n_bandwidth) != n_bandwidth or n_bandwidth < 2:
-            raise ValueError(f"n_bandwidth must be an integer >= 2, got {n_bandwidth!r}")
+        n_bandwidth = check_integral("n_bandwidth", n_bandwidth, minimum=2)
         if bandwidth is not None and not (np.isfinite(bandwidth) and bandwidth > 0):
             raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
         self.n_features = None if n_features is None else int(n_features)
