@@ -9,9 +9,9 @@ posteriors.  NUTS cannot run on it.  Our step and ``pm.Metropolis`` are each run
 ``pm.sample``'s defaults (tune=1000, draws=1000, PyMC's convergence checks) and 4 chains (the
 default on a machine with 4 cores); only the step changes.  The demo prints, for each, the
 wall time (tuning included), the largest R-hat, the smallest bulk ESS, ESS per second and
-ArviZ's summary; PyMC's progress bar and its convergence warnings appear on the way.  ESS per log-density
-evaluation, for every sampler and more models: ``python -m benchmarks.suite``
-(docs/benchmarks/suite.md).
+ArviZ's summary; PyMC's progress bar and its convergence warnings appear on the way.  ESS
+per log-density evaluation, for every sampler and more models:
+``python -m benchmarks.suite`` (docs/benchmarks/suite.md).
 """
 
 from __future__ import annotations
