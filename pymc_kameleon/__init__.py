@@ -7,11 +7,13 @@
 
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from .steps.evaluations import LogDensityError
 
 __all__ = [
     "FastKameleonStep",
     "KameleonStep",
     "KernelHMCStep",
+    "LogDensityError",
     "PseudoMarginalWarning",
     "RandomWalkStep",
     "pseudo_marginal_potential",

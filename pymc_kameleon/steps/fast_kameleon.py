@@ -212,9 +212,10 @@ class FastKameleonStep(LocalGaussianStep):
         As for :class:`~pymc_kameleon.KameleonStep`.
     schedule : GeometricSchedule, optional
         Tuning iterations at which the bandwidth is refreshed.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start.
+        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 

@@ -103,9 +103,10 @@ class KameleonStep(LocalGaussianStep):
         ``c`` of the Robbins-Monro gains ``t^-c``, in ``(0.5, 1]``.
     subsample_schedule : GeometricSchedule, optional
         Iterations (counted from the start of tuning) at which the subsample is refreshed.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start.
+        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 

@@ -257,7 +257,7 @@ class KernelHMCStep(BaseKernelStep):
         Probability, per iteration after tuning, of a random-walk iteration with the step
         size tuned in the random-walk phase (when a surrogate is in use).  0 switches the
         mixture off.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
         as is.  By default a draw runs ``max(2, d)`` iterations in the warm-up (its draws
         are discarded), ``ceil(sqrt(d))`` in the kernel phase of tuning (a trajectory moves
