@@ -8,12 +8,14 @@
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from .steps.evaluations import LogDensityError
 
 __all__ = [
     "FastKameleonStep",
     "KameleonSMC",
     "KameleonStep",
     "KernelHMCStep",
+    "LogDensityError",
     "PseudoMarginalWarning",
     "RandomWalkStep",
     "pseudo_marginal_potential",

@@ -165,7 +165,9 @@ class LikelihoodEstimatorOp(Op):
     def perform(self, node, inputs, output_storage):
         with np.errstate(all="ignore"):
             value = float(np.sum(self.estimator(*inputs, self.rng)))
-        output_storage[0][0] = np.asarray(value if not np.isnan(value) else -np.inf)
+        # NaN is passed on (not turned into -inf): the package's steps reject, count and
+        # report it, since a NaN probability that depends on the point changes the target
+        output_storage[0][0] = np.asarray(value)
 
     def do_constant_folding(self, fgraph, node) -> bool:
         """Never: folding would freeze one estimate (drawn at compile time) into the graph."""
@@ -294,8 +296,11 @@ def pseudo_marginal_potential(
         ``estimator(*param_values, rng) -> float or array``: the log of a non-negative,
         unbiased estimate of the likelihood at the given parameter values (NumPy arrays, on
         the constrained scale as the user defined them).  Array outputs are summed.  ``rng``
-        is a :class:`numpy.random.Generator`; use it for *all* randomness.  NaN counts as
-        ``-inf`` (a rejected proposal).
+        is a :class:`numpy.random.Generator`; use it for *all* randomness.  ``-inf`` (an
+        estimate of zero) is a rejected proposal; so is NaN, but the steps of this package
+        also count it (sample stat ``n_nan``) and report it, as they do an exception with
+        ``on_error="reject"`` (see ``docs/robustness.md`` for what either does to
+        exactness).
     *params : PyMC variables or tensors
         The parameters passed to the estimator.
     seed : int, optional

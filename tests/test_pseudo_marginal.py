@@ -139,7 +139,7 @@ def test_nan_estimates_are_rejections():
     with pm.Model() as model:
         x = pm.Flat("x", initval=0.0)
         pseudo_marginal_potential("lik", estimator, x)
-    assert model.compile_logp()({"x": 2.0}) == -np.inf
+    assert np.isnan(model.compile_logp()({"x": 2.0}))  # a NaN the steps count (n_nan)
     idata = sample(model, KameleonStep, draws=500, tune=200, chains=1)
     assert idata.posterior.x.values.max() <= 1.0
 

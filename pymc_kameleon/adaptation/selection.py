@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..validation import check_integral
+
 __all__ = ["TrialSelection"]
 
 
@@ -49,7 +51,8 @@ class TrialSelection:
     -----
     Use: :meth:`record` once per iteration with the iteration's acceptance probability and
     proposed squared jump; :meth:`next_draw` at every draw boundary (it returns whether the
-    value in use changed); :meth:`choose` to end the trials early (e.g. tuning ends first).
+    value in use changed); :meth:`choose` to end the trials early with the best candidate,
+    :meth:`stop` to end them with the candidate in use (e.g. tuning ends first).
 
     Examples
     --------
@@ -75,10 +78,8 @@ class TrialSelection:
         self.values = tuple(float(v) for v in self.values)
         if not self.values or not all(np.isfinite(v) and v > 0 for v in self.values):
             raise ValueError(f"candidates must be positive numbers, got {self.values!r}")
-        if int(self.block) != self.block or self.block < 1:
-            raise ValueError(f"block must be a positive integer, got {self.block!r}")
-        if int(self.rounds) != self.rounds or self.rounds < 2:
-            raise ValueError(f"rounds must be an integer >= 2, got {self.rounds!r}")
+        self.block = check_integral("block", self.block)
+        self.rounds = check_integral("rounds", self.rounds, minimum=2)
         if not self.iterations:
             self.iterations = [0] * len(self.values)
             self.jumps = [0.0] * len(self.values)
@@ -136,6 +137,18 @@ class TrialSelection:
             return False
         self.index = max(smaller, key=lambda i: self.values[i])
         return True
+
+    def stop(self) -> float:
+        """End the trials keeping the candidate in use, and return it.
+
+        For the end of tuning: the draw just taken reported the candidate in use, so
+        keeping it makes the reported value the one every later draw uses (PyMC's
+        convention for tuned values).  :meth:`choose` would switch to the best-scoring
+        candidate without any draw reporting it.  Trials that ran to the end have chosen
+        already; nothing changes then.
+        """
+        self.done = True
+        return self.value
 
     def choose(self) -> float:
         """End the trials: keep the best-scoring candidate (the one in use if none was

@@ -30,6 +30,8 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from ..validation import check_integral
+
 __all__ = [
     "CountingLogp",
     "banana_model",
@@ -44,9 +46,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def _check_dim(dim: int) -> int:
-    if int(dim) != dim or dim < 2:
-        raise ValueError(f"dim must be an integer >= 2, got {dim}")
-    return int(dim)
+    return check_integral("dim", dim, minimum=2)
 
 
 def _check_positive(name: str, value: float) -> float:

@@ -44,6 +44,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import integrate, special, stats
 
+from ..validation import check_integral
+
 __all__ = [
     "QUANTILE_LEVELS",
     "banana_coverage",
@@ -99,9 +101,7 @@ def _levels(quantiles: ArrayLike) -> np.ndarray:
 
 
 def _check_dim(dim: int) -> int:
-    if int(dim) != dim or dim < 2:
-        raise ValueError(f"dim must be an integer >= 2, got {dim}")
-    return int(dim)
+    return check_integral("dim", dim, minimum=2)
 
 
 def _check_positive(name: str, value: float) -> float:

@@ -45,6 +45,7 @@ from pymc.exceptions import SamplingError
 from pymc.initial_point import make_initial_point_fn
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pymc.stats.convergence import SamplerWarning
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pymc.util import (
@@ -70,9 +71,12 @@ from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
+    find_estimators,
     reseed_estimators,
     set_estimator_states,
 )
+from ..validation import check_integral
+from .evaluations import FailedEvaluations, LogDensityError, check_on_error
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
@@ -81,6 +85,7 @@ __all__ = ["BaseKernelStep", "ChainState", "Proposal"]
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
 _PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
 _LAPLACE_MAX_DIM = 100
+_NOISE_PROBES = 3  # evaluations at the start beyond the first two (see _probe_noise)
 # Fewest iterations per draw by default.  A draw costs as much as two to four iterations
 # besides them (PyMC's loop, the stored value's key, the stats: 51-65 us against 26 us per
 # KAMH iteration and 13 us per random-walk iteration on a 2-d model, Python 3.11).  On
@@ -179,6 +184,16 @@ class BaseKernelStep(ArrayStepShared):
         Laplace start also searches the mode, so that a chain does not begin in a local
         mode that holds no mass (ODE fits).  Each start costs at most ``200 (d + 1)``
         log-density evaluations, once per chain; ``0`` searches from the chain's start only.
+    on_error : {"raise", "reject"}, default "raise"
+        What an exception raised by the log density (e.g. by a likelihood estimator)
+        does.  ``"raise"``: a :class:`~pymc_kameleon.steps.evaluations.LogDensityError`
+        (a PyMC ``SamplingError``) naming the draw, the chain and the point, with the
+        user's exception as its cause.  ``"reject"``: the proposal is rejected, counted in
+        the sample stat ``n_errors`` and reported once per chain (a ``SamplerWarning``
+        in PyMC's log); the current point is never re-evaluated.  A NaN log density is
+        always a rejection, counted in ``n_nan`` and reported the same way; ``-inf`` is a
+        silent rejection.  Both counted cases change the target where the failures
+        depend on the point: see ``docs/robustness.md``.
     model : pymc.Model, optional
         Taken from the context if not given.
     rng : RandomGenerator, optional
@@ -209,6 +224,9 @@ class BaseKernelStep(ArrayStepShared):
         # chain's start, k the k-th dispersed start (a prior draw)
         "laplace_start": (np.int64, []),
         "n_steps": (np.int64, []),  # MH iterations of the draw
+        "n_nan": (np.int64, []),  # evaluations that gave NaN (rejected; reported)
+        "n_errors": (np.int64, []),  # evaluations that raised, with on_error="reject"
+        "warning": (SamplerWarning, None),  # the chain's report of the two (PyMC's stat)
     }
     #: (stat name, progress bar header) pairs shown during sampling.
     _progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
@@ -233,6 +251,7 @@ class BaseKernelStep(ArrayStepShared):
         warmup_draws: int | None = None,
         laplace: bool | None = None,
         laplace_starts: int = 4,
+        on_error: str = "raise",
         model=None,
         rng=None,
         initial_point: dict[str, np.ndarray] | None = None,
@@ -250,9 +269,10 @@ class BaseKernelStep(ArrayStepShared):
         self._check_continuous(vars)
         if not vars:
             raise ValueError(f"{type(self).__name__}: no continuous variables to sample")
-        for name, value in (("n_steps", n_steps), ("warmup_draws", warmup_draws)):
-            if value is not None and (int(value) != value or value < 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if n_steps is not None:
+            n_steps = check_integral("n_steps", n_steps)
+        if warmup_draws is not None:
+            warmup_draws = check_integral("warmup_draws", warmup_draws)
 
         shared = make_shared_replacements(initial_point, vars, model)
         [logp], raveled_input = join_nonshared_inputs(
@@ -261,6 +281,7 @@ class BaseKernelStep(ArrayStepShared):
         self._logp_fn = compile_pytensor([raveled_input], logp,
                                           **logp_compile_kwargs(compile_kwargs))
         self._logp_fn.trust_input = True
+        self._has_estimators = bool(find_estimators(self._logp_fn))
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
         if self.dim == 0:
@@ -269,12 +290,10 @@ class BaseKernelStep(ArrayStepShared):
         self._n_steps_given = None if n_steps is None else int(n_steps)
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
-        if int(laplace_starts) != laplace_starts or laplace_starts < 0 or isinstance(
-                laplace_starts, bool):
-            raise ValueError(f"laplace_starts must be a non-negative integer, got "
-                             f"{laplace_starts!r}")
-        self.laplace_starts = int(laplace_starts)
+        self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
         self._default_start: np.ndarray | None = None
+        self.on_error = check_on_error(on_error)
+        self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self._float32_slices: list[slice] | None = None
         self._warned_refresh = False
@@ -322,7 +341,17 @@ class BaseKernelStep(ArrayStepShared):
         return {}
 
     def _on_stop_tuning(self) -> None:
-        """Called once when tuning ends (precompute; must not change the proposal)."""
+        """Called once when tuning ends, before the first draw after tuning.
+
+        It may change the proposal only where the last tuning draw already reported the
+        value used from then on (PyMC's convention for tuned values): KAMH and F-KAMH end
+        gamma trials cut short with the candidate in use
+        (:meth:`~pymc_kameleon.adaptation.TrialSelection.stop`); F-KAMH factorises its
+        frozen feature covariance once by an exact truncated eigendecomposition, where
+        tuning used a warm-started subspace iteration: the proposal changes slightly at
+        the boundary (the same covariance, a more accurate low-rank factor), no reported
+        value does.
+        """
 
     def _warmup_config(self) -> dict[str, Any]:
         """Initial scale and shape, target, gain exponent and switch of the warm-up walk."""
@@ -357,6 +386,7 @@ class BaseKernelStep(ArrayStepShared):
         """PyMC >= 6: prepare one chain (generator, estimators, number of tuning draws)."""
         self.set_rng(rng)
         self._chain_tune = int(tune)
+        self._chain_draws = int(tune) + int(draws)
 
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
@@ -391,6 +421,7 @@ class BaseKernelStep(ArrayStepShared):
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
         self._warm = WarmupState()
+        self._failed = FailedEvaluations()
         self.tune = True
 
     # ------------------------------------------------------------------ state
@@ -401,7 +432,7 @@ class BaseKernelStep(ArrayStepShared):
             rng=get_state_from_generator(self.rng),
             tune=self.tune,
             chain=to_state({"warm": self._warm, "adapt": self._adapt,
-                            "chain_tune": self._chain_tune}),
+                            "chain_tune": self._chain_tune, "failed": self._failed}),
             estimators=to_state(estimator_states(self._logp_fn)),
         )
 
@@ -417,6 +448,7 @@ class BaseKernelStep(ArrayStepShared):
         chain = from_state(state.chain)
         self._warm, self._adapt = chain["warm"], chain["adapt"]
         self._chain_tune = chain["chain_tune"]
+        self._failed = chain.get("failed", FailedEvaluations())
         set_estimator_states(self._logp_fn, from_state(state.estimators))
 
     # ------------------------------------------------------------------ sampling
@@ -427,6 +459,7 @@ class BaseKernelStep(ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         w = self._warm
         point = self._incoming_point
+        self._failed.begin_draw()
         evals = self._sync(q0, point)
         if self.tune:
             self._tuning_draw_start()
@@ -469,6 +502,10 @@ class BaseKernelStep(ArrayStepShared):
             "n_evals": evals,
             "laplace_start": w.start,
             "n_steps": n_steps,
+            **self._failed.draw_stats(),
+            "warning": self._failed.warning(
+                f"{type(self).__name__}{list(self.var_names)}", self._q0_info,
+                self._chain_draws),
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
@@ -519,7 +556,17 @@ class BaseKernelStep(ArrayStepShared):
 
     def _logp_unchecked(self, x: np.ndarray) -> float:
         """:meth:`_logp` without its ``np.errstate`` (the caller holds one)."""
-        value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
+        try:
+            value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
+        except Exception as exc:  # the user's code (an estimator, a solver) raised
+            if self.on_error == "raise":
+                raise LogDensityError(self._failed.error(
+                    f"{type(self).__name__}{list(self.var_names)}", x,
+                    getattr(self, "_q0_info", None), self.tune)) from exc
+            self._failed.add(x, exc)
+            return -math.inf
+        if math.isnan(value):
+            self._failed.add(x)
         return value if math.isfinite(value) else -math.inf
 
     def _round(self, x: np.ndarray) -> np.ndarray:
@@ -566,6 +613,22 @@ class BaseKernelStep(ArrayStepShared):
             )
         return 1
 
+    def _probe_noise(self, x: np.ndarray, logp: float) -> tuple[bool, int]:
+        """Is a log density that gave ``logp`` twice at ``x`` noisy after all?  Return the
+        answer and the evaluations spent.
+
+        Two equal values do not show that a function is deterministic: an estimator may
+        repeat a value, or fail now and then; the Laplace start would then take finite
+        differences of noise.  So ``_NOISE_PROBES`` more at ``x`` and two at a point
+        nearby, where a deterministic function gives one value each (a few evaluations
+        against the Laplace start's hundreds).
+        """
+        nearby = self._round(x + 1e-3 * np.maximum(1.0, np.abs(x)))
+        here = [self._logp(x) for _ in range(_NOISE_PROBES)]
+        near = [self._logp(nearby) for _ in range(2)]
+        noisy = not all(_same(v, logp) for v in here) or not _same(*near)
+        return noisy, len(here) + len(near)
+
     def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None) -> int:
         """First draw of a chain: value at the start, noise check, Laplace start, map."""
         w = self._warm
@@ -596,6 +659,11 @@ class BaseKernelStep(ArrayStepShared):
             w.noisy = w.noisy or not _same(again, logp)
         if not np.isfinite(logp):
             self._raise_bad_start(x, point)
+        if self._has_estimators:
+            w.noisy = True  # a likelihood estimator is noisy by construction
+        elif self.tune and not w.noisy:
+            noisy, n = self._probe_noise(x, logp)
+            w.noisy, evals = noisy, evals + n
         w.x, w.logp, w.key = x, logp, key
         tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
         if tune is not None:

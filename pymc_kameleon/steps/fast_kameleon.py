@@ -13,6 +13,7 @@ from ..math.kernels import distinct_rows, median_heuristic
 from ..math.linalg import lowrank_root, refine_lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir
 from ..math.rff import RandomFourierFeatures
+from ..validation import check_integral
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
 __all__ = ["FastKameleonStep", "default_n_features"]
@@ -203,9 +204,10 @@ class FastKameleonStep(LocalGaussianStep):
         As for :class:`~pymc_kameleon.KameleonStep`.
     schedule : GeometricSchedule, optional
         Tuning iterations at which the bandwidth is refreshed.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start.
+        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -261,8 +263,8 @@ class FastKameleonStep(LocalGaussianStep):
         # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
         if not 0.0 <= trace_tolerance < 1.0:
             raise ValueError(f"trace_tolerance must lie in [0, 1), got {trace_tolerance!r}")
-        if n_features is not None and (int(n_features) != n_features or n_features < 2):
-            raise ValueError(f"n_features must be an integer >= 2, got {n_features!r}")
+        if n_features is not None:
+            n_features = check_integral("n_features", n_features, minimum=2)
         if embedding not in ("sincos", "phase"):
             raise ValueError(f"unknown embedding {embedding!r}; use 'sincos' or 'phase'")
         if frequencies not in ("gaussian", "orthogonal", "halton"):
@@ -270,8 +272,7 @@ class FastKameleonStep(LocalGaussianStep):
                              "'orthogonal' or 'halton'")
         if embedding == "sincos" and n_features is not None and n_features % 2:
             raise ValueError("the 'sincos' embedding needs an even n_features")
-        if int(n_bandwidth) != n_bandwidth or n_bandwidth < 2:
-            raise ValueError(f"n_bandwidth must be an integer >= 2, got {n_bandwidth!r}")
+        n_bandwidth = check_integral("n_bandwidth", n_bandwidth, minimum=2)
         self.n_features = None if n_features is None else int(n_features)
         self.embedding = embedding
         self.frequencies = frequencies

@@ -11,6 +11,7 @@ from ..math._compiled import kamh_gram_t
 from ..math.kamh import natural_nu2_scale
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir
+from ..validation import check_integral
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
 __all__ = ["KameleonStep"]
@@ -46,16 +47,20 @@ class KameleonStep(LocalGaussianStep):
     * every tuning iteration adds the current position to a uniform reservoir subsample of
       the history of size ``n_history`` (constant memory);
     * the proposal's subsample ``z`` is refreshed from the reservoir at iterations
-      ``subsample_schedule`` (default 50, 75, 113, 169, 253, then every 100) and once more when
-      tuning ends; the bandwidth is re-estimated by the median heuristic at each refresh
-      unless given (from the first 500 distinct points of the subsample);
+      ``subsample_schedule`` (default 50, 75, 113, 169, 253, then every 100; not when
+      tuning ends: a refresh there would change the proposal with no tuning draw
+      reporting its ``n_history`` and ``bandwidth``); the bandwidth is re-estimated by
+      the median heuristic at each refresh unless given (from the first 500 distinct
+      points of the subsample);
     * ``nu^2`` follows a Robbins-Monro recursion toward ``target_accept``.  It is adapted as
       the dimensionless ratio ``nu^2 / (s^4 / n)`` (the natural scale of ``M H M^T``), so a
       refresh that changes ``n`` or ``s`` keeps the tuned acceptance rate;
     * ``gamma`` is chosen by trials unless given (see the parameter).
 
     ``stop_tuning()`` freezes subsample, bandwidth, ``gamma`` and ``nu^2`` (trials cut short
-    by the end of tuning keep the best value so far): the draws come from a fixed
+    by the end of tuning keep the value in use, which the last tuning draw reported; that
+    happens only when PyMC does not tell the step the number of tuning draws, PyMC 5, and
+    ``tune`` is below about 1000): the draws come from a fixed
     Metropolis-Hastings kernel.  With ``tune=0`` nothing is ever learned and the step is the
     warm-up's random walk (scale ``2.38 / sqrt(d)``, unpreconditioned).  Before the first
     refresh (and whenever the history has fewer than two distinct points) the step is the
@@ -97,9 +102,10 @@ class KameleonStep(LocalGaussianStep):
         ``c`` of the Robbins-Monro gains ``t^-c``, in ``(0.5, 1]``.
     subsample_schedule : GeometricSchedule, optional
         Iterations (counted from the start of tuning) at which the subsample is refreshed.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start.
+        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -141,9 +147,7 @@ class KameleonStep(LocalGaussianStep):
         **kwargs,
     ):
         # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
-        if int(n_history) != n_history or n_history < 2:
-            raise ValueError(f"n_history must be an integer >= 2, got {n_history!r}")
-        self.n_history = int(n_history)
+        self.n_history = check_integral("n_history", n_history, minimum=2)
         super().__init__(
             vars,
             scale=nu2,

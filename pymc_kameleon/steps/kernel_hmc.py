@@ -16,6 +16,7 @@ from ..math.kernels import check_bandwidth, distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
 from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
+from ..validation import check_integral
 from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["KernelHMCStep", "Surrogate"]
@@ -277,7 +278,7 @@ class KernelHMCStep(BaseKernelStep):
         Probability, per iteration after tuning, of a random-walk iteration with the step
         size tuned in the random-walk phase (when a surrogate is in use).  0 switches the
         mixture off.
-    n_steps, warmup_draws, laplace
+    n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
         as is.  By default a draw runs ``max(2, d)`` iterations in the warm-up (its draws
         are discarded), ``ceil(sqrt(d))`` in the kernel phase of tuning (a trajectory moves
@@ -366,10 +367,10 @@ class KernelHMCStep(BaseKernelStep):
         if not 1 <= lo <= hi:
             raise ValueError(f"n_leapfrog must be a range (low, high) with 1 <= low <= high, "
                              f"got {n_leapfrog!r}")
-        for name, value in (("n_history", n_history), ("n_features", n_features),
-                            ("n_cv", n_cv)):
-            if int(value) != value or value < 10:
-                raise ValueError(f"{name} must be an integer >= 10, got {value!r}")
+        n_history, n_features, n_cv = (
+            check_integral(name, value, minimum=10)
+            for name, value in (("n_history", n_history), ("n_features", n_features),
+                                ("n_cv", n_cv)))
         check_robbins_monro(initial=step_size, target=target_accept, exponent=adapt_exponent,
                             names=("step_size", "target_accept", "adapt_exponent"))
         self.fixed_bandwidth = check_bandwidth(bandwidth)

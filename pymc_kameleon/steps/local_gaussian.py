@@ -318,5 +318,6 @@ class LocalGaussianStep(BaseKernelStep):
             a.next_refresh = self.schedule.next_after(a.t)
 
     def _on_stop_tuning(self) -> None:
-        # trials cut short by the end of tuning: the best so far
-        self._adapt.gammas.choose()
+        # trials cut short by the end of tuning (PyMC 5 does not tell the step how long
+        # tuning is): the candidate in use, the one the last tuning draw reported
+        self._adapt.gammas.stop()

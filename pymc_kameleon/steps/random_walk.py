@@ -44,8 +44,9 @@ class RandomWalkStep(BaseKernelStep):
     adapt_scale : bool, default True
         Adapt ``scale`` and ``L`` during tuning.
     adapt_exponent : float, default 0.6
-    n_steps, warmup_draws, laplace
-        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
+    n_steps, warmup_draws, laplace, on_error
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep` (``on_error``: what an
+        exception raised by the log density does, ``"raise"`` or ``"reject"``).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 

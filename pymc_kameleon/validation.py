@@ -1,0 +1,62 @@
+"""Validation of user arguments shared by every step and model factory (no PyMC import).
+
+One rule for every integral argument (``n_steps``, ``warmup_draws``, ``n_history``,
+``n_features``, ...): an integer-valued number, ``bool`` refused (``True`` is ``1`` to
+Python, but never what a user means by a count), NaN and infinity refused with a message
+naming the argument instead of ``int()``'s "cannot convert float NaN to integer".
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["check_integral"]
+
+
+def check_integral(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an ``int``, or an error naming the argument ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, as the user wrote it.
+    value : int-like
+        An integral number (``int``, NumPy integer, or a float with an integer value such
+        as ``10.0``).
+    minimum : int, default 1
+        Smallest allowed value.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        ``value`` is a ``bool`` or not a real number (e.g. a string or ``None``).
+    ValueError
+        ``value`` is NaN, infinite, not integer-valued, or below ``minimum``.
+
+    Examples
+    --------
+    >>> check_integral("n_steps", 10.0)
+    10
+    >>> check_integral("n_steps", True)
+    Traceback (most recent call last):
+    ...
+    TypeError: n_steps must be an integer >= 1, got True (a bool)
+    """
+    want = f"{name} must be an integer >= {minimum}"
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{want}, got {value!r} (a bool)")
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{want}, got {value!r} of type {type(value).__name__}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{want}, got {value!r}")
+    if int(value) != value:
+        raise ValueError(f"{want}, got {value!r} (not a whole number)")
+    if value < minimum:
+        raise ValueError(f"{want}, got {value!r}")
+    return int(value)
