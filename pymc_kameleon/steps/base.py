@@ -397,17 +397,17 @@ class BaseKernelStep(ArrayStepShared):
 
     def _warn_if_sampler_never_started(self) -> None:
         """A ``UserWarning`` when tuning ends inside the default warm-up: the user asked for
-        this sampler and would get the warm-up's random walk without being told (PyMC 5
-        does not tell a step its number of tuning draws, so the warm-up is 500 draws there
-        and ``tune <= 500`` never reaches the sampler).  An explicit ``warmup_draws`` is the
-        user's choice and is not warned about."""
+        this sampler and would get the warm-up's random walk without being told (the warm-up
+        is half of ``tune``; a step driven outside ``pm.sample``, which is not told ``tune``,
+        assumes 500 draws).  An explicit ``warmup_draws`` is the user's choice and is not
+        warned about."""
         w = self._warm
         if (not self._has_kernel_phase or self.warmup_draws is not None or w.x is None
                 or w.phase == "kernel"):
             return
         length = self._warmup_length()
         why = (f"half of tune={self._chain_tune}" if self._chain_tune
-               else "PyMC 5 does not tell a step its number of tuning draws")
+               else "the number of tuning draws was not given to the step")
         name = type(self).__name__
         plural = "" if w.draw == 1 else "s"
         warnings.warn(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -648,6 +649,14 @@ class KernelHMCStep(BaseKernelStep):
         a = self._adapt
         a.trial = None
         a.pending = []
+        if self._warm.phase == "kernel" and a.current.estimator is None:
+            # the user asked for kernel HMC and gets a random walk: say so (issue 46)
+            warnings.warn(
+                f"KernelHMCStep{self.var_names}: no score-matching surrogate beat the random "
+                "walk while tuning, so the chain samples as the preconditioned random walk "
+                f"({self.n_steps} iterations per draw).  Tune longer, or choose "
+                "RandomWalkStep or KameleonStep for this posterior (docs/choosing.md).",
+                UserWarning, stacklevel=3)
 
     def _fit(self, tune_hyper: bool) -> None:
         """Fit the surrogate on the reservoir subsample.
