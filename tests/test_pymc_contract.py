@@ -598,8 +598,8 @@ def test_stats_and_dtypes(entry, tuning_run):
     if entry.ours:  # pm.Metropolis reports the unclipped ratio exp(delta)
         assert np.all(accept <= 1)
     accepted = values(ss, "accepted")
-    if entry.ours:  # the fraction of the draw's n_steps MH iterations that moved
-        n = step.n_steps
+    if entry.ours:  # the fraction of the draw's n_steps MH iterations that moved (chains
+        n = values(ss, "n_steps")  # may differ: the work per draw is measured per chain)
         np.testing.assert_allclose(accepted * n, np.round(accepted * n), atol=1e-9)
     assert np.all((accepted >= 0) & (accepted <= 1))
     # PyMC's StepMethodTester.check_stat_dtype
