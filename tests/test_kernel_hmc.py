@@ -49,28 +49,33 @@ def test_invalid_parameters(gauss, kwargs, match):
 
 @pytest.mark.parametrize("surrogate", ["lite", "finite"])
 def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
-    # one iteration per draw and a one-draw warm-up: kernel iteration t is draw t + 1
+    # one iteration per draw and a one-draw warm-up: kernel iteration t is draw t + 1.
+    # Whether the fitted surrogate beats the random walk in its trial is up to the chain
+    # (about 1 chain in 8 keeps the walk here): of 4 chains at least 2 must take over, a
+    # false failure has probability about 0.002; every chain that does follows the schedule.
     make = partial(KernelHMCStep, surrogate=surrogate, n_steps=1, warmup_draws=1)
-    idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
+    idata = sample(gauss, make, draws=100, tune=500, chains=4, discard_tuned_samples=False)
     warm = idata.warmup_sample_stats
     code = {"lite": 1, "finite": 2}[surrogate]
+    took = warm.surrogate.values[:, -1] == code
+    assert took.sum() >= 2, warm.surrogate.values[:, -1]
     # the first fit happens at the draw boundary after 200 kernel iterations; the fitted
     # surrogate proposes every other iteration on trial and takes over after 50 of them
     # that follow the 50 of its step size's warm-up
-    assert np.all(warm.surrogate.values[0, :400] == 0)
-    assert np.all(warm.n_leapfrog[0, 1:201] == 1)
-    assert np.all(warm.n_leapfrog[0, 201:400:2] >= 10)  # the candidate's trajectories
-    assert np.all(warm.surrogate.values[0, 400:] == code)
-    n_steps = idata.sample_stats.n_leapfrog.values
+    assert np.all(warm.surrogate.values[:, :400] == 0)
+    assert np.all(warm.n_leapfrog.values[:, 1:201] == 1)
+    assert np.all(warm.n_leapfrog.values[:, 201:400:2] >= 10)  # the candidate's trajectories
+    assert np.all(warm.surrogate.values[took, 400:] == code)
+    n_steps = idata.sample_stats.n_leapfrog.values[took]
     # after tuning, about a tenth of the iterations are the random walk (one step)
     walk = n_steps == 1
     assert 0.02 <= walk.mean() <= 0.25
     trajectories = n_steps[~walk]
     assert trajectories.min() >= 10 and trajectories.max() <= 50
     assert np.unique(trajectories).size > 10
-    bw = idata.sample_stats.bandwidth.values
-    assert np.all(bw == bw[0, 0]) and bw[0, 0] > 0
-    assert np.all(idata.sample_stats.kernel_sigma.values == 2 * bw**2)
+    bw = idata.sample_stats.bandwidth.values[took]
+    assert np.all(bw == bw[:, :1]) and np.all(bw > 0)
+    assert np.all(idata.sample_stats.kernel_sigma.values[took] == 2 * bw**2)
 
 
 def test_per_coordinate_lengths_default(gauss):
@@ -123,12 +128,15 @@ def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
 
 
 def test_random_walk_fraction_one_is_the_tuned_walk_after_tuning(gauss):
+    # 4 chains, at least 2 with a surrogate at the end of tuning (as in the test above)
     make = partial(KernelHMCStep, n_steps=1, warmup_draws=1, random_walk_fraction=1.0)
-    idata = sample(gauss, make, draws=100, tune=500, chains=1, discard_tuned_samples=False)
+    idata = sample(gauss, make, draws=100, tune=500, chains=4, discard_tuned_samples=False)
+    took = idata.warmup_sample_stats.surrogate.values[:, -1] == 2
+    assert took.sum() >= 2
     assert np.all(idata.sample_stats.n_leapfrog.values == 1)
-    assert np.all(idata.sample_stats.surrogate.values == 2)  # the surrogate stays in use
+    assert np.all(idata.sample_stats.surrogate.values[took] == 2)  # it stays in use
     # while tuning the mixture is off: the trajectories of the surrogate in use
-    assert np.all(idata.warmup_sample_stats.n_leapfrog.values[0, 400:] >= 10)
+    assert np.all(idata.warmup_sample_stats.n_leapfrog.values[took, 400:] >= 10)
 
 
 def test_finite_surrogate_learns_from_the_whole_tuning_history(gauss):

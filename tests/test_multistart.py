@@ -65,5 +65,5 @@ def test_user_initvals_keep_their_start(two_basins):
 def test_laplace_starts_is_validated(two_basins):
     with two_basins:
         for bad in (-1, 1.5, True):
-            with pytest.raises(ValueError, match="laplace_starts"):
+            with pytest.raises((TypeError, ValueError), match="laplace_starts"):
                 RandomWalkStep(laplace_starts=bad)
