@@ -384,7 +384,7 @@ def test_runs_on_cheap_models_have_a_time_limit_by_default():
 
 def test_default_steps_are_ours_with_defaults_and_pymcs():
     assert DEFAULT_SAMPLERS == ("kamh", "fkamh", "khmc", "rw", "metropolis", "demz", "slice",
-                                "nuts")
+                                "nuts", "smc")
 
 
 def test_gp_glass_is_skipped_cleanly_without_its_data(tmp_path, capsys):
@@ -410,10 +410,10 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     for r in results:
         assert r.evals > 0 and r.wall > 0 and r.accuracy["min_ess_bulk"] > 0
     runs = {(r.model, r.sampler): r for r in results}
-    # d = 5 MH iterations per draw, plus the start (twice) and the Laplace start in the
-    # first draw of each chain; the counting potential agrees with the n_evals stat
+    # d = 5 MH iterations per draw, plus the start and the Laplace start from 5 points in
+    # the first draw of each chain; the counting potential agrees with the n_evals stat
     rw = runs["poisson", "rw"]
-    assert 5.0 < rw.evals_per_iteration < 6.0
+    assert 5.0 < rw.evals_per_iteration < 7.0
     metropolis = runs["banana-moderate", "metropolis"].evals_per_iteration  # 2 per update
     assert metropolis >= 2 and metropolis == pytest.approx(round(metropolis / 2) * 2, abs=0.01)
     data = json.loads(json_path.read_text())
