@@ -27,6 +27,8 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from scipy.integrate import odeint
 
+from pymc_kameleon.models.ode import _rhs  # the same equations, initial state free
+
 __all__ = [
     "HARE_LYNX",
     "collinear_regression_model",
@@ -47,12 +49,6 @@ HARE_LYNX = np.array([
     [1916, 11.2, 29.7], [1917, 7.6, 15.8], [1918, 14.6, 9.7], [1919, 16.2, 10.1],
     [1920, 24.7, 8.6],
 ])
-
-
-def _rhs(z: np.ndarray, t: float, alpha: float, beta: float, gamma: float,
-         delta: float) -> list[float]:
-    prey, pred = z
-    return [(alpha - beta * pred) * prey, (-gamma + delta * prey) * pred]
 
 
 def solve_hare_lynx(params: np.ndarray) -> np.ndarray:
