@@ -251,7 +251,8 @@ def laplace_start(
             tried.append(mode)
             res = _gaussian_at(neg, mode, f_mode)
             res.start = index
-            first = first or res
+            if first is None:
+                first = res
             if res.cov is not None:
                 res.n_evals = count[0]
                 return res

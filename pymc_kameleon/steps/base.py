@@ -788,7 +788,8 @@ class BaseKernelStep(ArrayStepShared):
         """Record the whitened position of the draw just done; at the window's end, set
         the factor on the iterations per draw (docs/tuning.md, "Work per draw")."""
         w = self._warm
-        w.work.update(w.draw, w.precond.to_u(w.x))
+        if w.draw >= w.work.start:  # whiten only inside the window
+            w.work.update(w.draw, w.precond.to_u(w.x))
         if w.draw + 1 >= w.work.decide:
             w.work_factor, w.work = w.work.final(), None
 
