@@ -11,7 +11,7 @@ Run:  python examples/gp_classification_glass.py [--data PATH] [--sampler kamele
 
 The data file (glass.data, UCI) defaults to ../shared/data/glass.data next to the clone, or
 the path in the environment variable PYMC_KAMELEON_GLASS.  The pair plot of dimensions 2 and
-7 corresponds to the paper's figure 3 and needs matplotlib (``pip install ".[plot]"``).
+7 corresponds to the paper's figure 3.
 """
 
 from __future__ import annotations
@@ -84,14 +84,11 @@ def main(argv: list[str] | None = None) -> None:
     print(summary_table(idata, var_names=["theta"]).to_string())
 
     if str(args.plot):
-        try:
-            import matplotlib
+        import matplotlib
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            print("matplotlib is not installed: no plot (pip install '.[plot]')")
-            return
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
         theta = idata.posterior["theta"].values.reshape(-1, X.shape[1])
         fig, ax = plt.subplots(figsize=(4.5, 4.5))
         ax.plot(theta[:, 1], theta[:, 6], ".", ms=2, alpha=0.4)
