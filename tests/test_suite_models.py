@@ -49,17 +49,13 @@ def test_model_builds_and_matches_its_reference(name):
         assert ref.meta["max_rhat"] <= 1.01 and ref.meta["min_ess_bulk"] >= 1000
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect, seen 2026-11-26 on both PyMC majors and on the code before issue 42's "
-    "changes alike: the Laplace optimiser now stops in the funnel's neck at log tau -11.6 "
-    "with a Gaussian that passes both checks (sd 9e-6, mismatch 0.84 < sqrt(10)), so the "
-    "chain is frozen; needs a guard against the neck of an unbounded density"))
 def test_centred_eight_schools_chain_is_not_frozen_by_the_laplace_start():
     """On the centred eight schools the Laplace start's optimiser ran into the funnel's neck
-    (tau ~ 1e-5) and its Hessian gave log(tau) a standard deviation of 1e-94: every step
-    of ours then kept tau constant to the last digit for the whole run (R-hat NaN, ESS 0).
-    Now the spike is detected, the user is warned and the warm-up starts from the initial
-    point: tau moves.  (With the old rule this test fails: no warning, tau constant.)"""
+    (tau ~ 1e-5) and stopped there on a slope it could not follow: the Gaussian it gave
+    (theta sd 9e-6) kept tau constant to the last digit for the whole run (R-hat NaN, ESS
+    0).  Now the point is seen not to be a maximum (the log density still rises along log
+    tau), the user is warned and the warm-up starts from the initial point: tau moves.
+    (Without that check, ``_RISE = inf``, this test fails: no warning, tau constant.)"""
     with MODELS["eight-schools-c"].factory():
         step = RandomWalkStep()
         with pytest.warns(UserWarning, match="no usable mode"):

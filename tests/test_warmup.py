@@ -10,6 +10,8 @@ from pymc.step_methods.state import equal_dataclass_values
 from pymc_kameleon.adaptation import RobbinsMonro
 from pymc_kameleon.adaptation.laplace import (
     _covariance_from_hessian,
+    _curvature_probe,
+    _rise,
     finite_difference_hessian,
     laplace_mismatch,
     laplace_start,
@@ -154,6 +156,33 @@ def test_laplace_start_rejects_a_spike():
         else:
             assert res.cov is not None and not res.degenerate, (sd, res)
             np.testing.assert_allclose(np.sqrt(np.diag(res.cov)), sd, rtol=1e-2)
+
+
+def test_laplace_start_rejects_a_point_where_the_density_still_rises():
+    """A maximum has zero slope: for a Gaussian of sd ``s`` the one-dimensional Newton step
+    from ``m + k s`` is ``k`` conditional sds, so a point 5 sds off is no maximum and one
+    1 sd off is (bound 3).  In a centred hierarchical model's neck the density grows without
+    bound as log tau falls; the optimiser stops there on a slope it cannot follow, and the
+    point is not used (``degenerate`` names log tau's coordinate)."""
+    s, m = 0.01, 2.0
+    for k, rises in [(5.0, True), (1.0, False), (-5.0, True)]:
+        x = np.array([m + k * s])
+        f = lambda v: 0.5 * float(np.sum(((v - m) / s) ** 2))  # -log p  # noqa: E731
+        _, curv, slope = _curvature_probe(f, x, f(x))
+        assert bool(_rise(x, curv, slope)) is rises, (k, curv, slope)
+        np.testing.assert_allclose(np.abs(slope) * s, abs(k), rtol=1e-6)
+    y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
+    sigma = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])
+
+    def eight_schools(x):  # mu ~ N(0, 5), tau ~ HalfCauchy(5) on log tau, theta_j ~ N(mu, tau)
+        mu, v, theta = x[0], x[1], x[2:]
+        return (-0.5 * mu**2 / 25 - 7 * v - np.log1p(np.exp(2 * v) / 25)
+                - 0.5 * np.sum((theta - mu) ** 2) * np.exp(-2 * v)
+                - 0.5 * np.sum(((y - theta) / sigma) ** 2))
+
+    res = laplace_start(eight_schools, np.r_[0.0, np.log(5.0), np.zeros(8)], 2200)
+    assert res.mode[1] < -8 and res.cov is None, res  # the optimiser went down the neck
+    assert "rises along coordinate 1" in res.degenerate, res
 
 
 def test_laplace_mismatch_against_its_closed_form():

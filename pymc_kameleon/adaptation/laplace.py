@@ -53,6 +53,10 @@ _SPIKE = 1e-10
 # centred funnel, 2.4-10 on radon-nc, 6.5-220 on eight-schools-nc, 11-175 on the centred
 # radon, whose modes lie in the funnel's neck
 _MISMATCH = 1.0
+# a stationary point along each coordinate: the 1-d Newton step |slope| / curvature at most
+# this many conditional sds 1 / sqrt(curvature) (the centred eight schools' optimiser stopped
+# in the funnel's neck 3200 conditional sds from it, docs/tuning.md "Laplace start")
+_RISE = 3.0
 _CHECK_DRAWS = 50
 _CHECK_SEED = 20151209  # the check's draws are fixed: the chain's generator is not touched
 
@@ -98,22 +102,44 @@ def finite_difference_hessian(
     return H
 
 
-def _curvature_probe(neg, x: np.ndarray, fx: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per coordinate, a step whose second difference rises above rounding, and the curvature.
+def _curvature_probe(neg, x: np.ndarray,
+                     fx: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per coordinate, a step whose second difference rises above rounding, the curvature
+    and the slope there (NaN where a step left the support).
 
     Starts at ``1e-4 (1 + |x_i|)`` and grows tenfold (at most 10 times) while the second
     difference is below ``1e-6`` (a scale of ``1e3`` needs steps of about 1).
     """
-    steps, curv = np.empty(x.size), np.empty(x.size)
+    steps, curv, slope = np.empty(x.size), np.empty(x.size), np.empty(x.size)
     for i, e in enumerate(np.eye(x.size)):
         h = 1e-4 * (1.0 + abs(x[i]))
         for _ in range(10):
-            d2 = neg(x + h * e) - 2.0 * fx + neg(x - h * e)
+            up, down = neg(x + h * e), neg(x - h * e)
+            d2 = up - 2.0 * fx + down
             if abs(d2) > 1e-6 or not np.isfinite(d2):
                 break
             h *= 10.0
         steps[i], curv[i] = h, d2 / h**2
-    return steps, curv
+        slope[i] = (up - down) / (2.0 * h) if max(up, down) < _BIG else np.nan
+    return steps, curv, slope
+
+
+def _rise(x: np.ndarray, curv: np.ndarray, slope: np.ndarray) -> str:
+    """Where ``x`` is no maximum: a coordinate along which the log density still rises, its
+    one-dimensional maximum more than ``_RISE`` conditional sds away (empty if none).
+
+    A proper posterior has a maximum where the slope is zero; an optimiser that stopped on a
+    slope it could not follow (the neck of a density that grows without bound, where the
+    slope stays while the curvature vanishes) has not found one.
+    """
+    with np.errstate(all="ignore"):
+        ratio = np.abs(slope) / np.sqrt(curv)
+    rising = np.flatnonzero((curv > 0) & (ratio > _RISE))
+    if not rising.size:
+        return ""
+    i = int(rising[0])
+    return (f"the log density still rises along coordinate {i} at {x[i]:.6g} (its "
+            f"one-dimensional maximum {ratio[i]:.3g} conditional sds away)")
 
 
 def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
@@ -286,12 +312,13 @@ def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,
 
 
 def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
-                     f_mode: float) -> tuple[np.ndarray | None, np.ndarray, str]:
-    """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, and
-    where it is a spike (empty if not)."""
+                     f_mode: float) -> tuple[np.ndarray | None, np.ndarray, str, str]:
+    """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, where it
+    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not)."""
     # steps: a first pass with small relative steps measures the curvature per coordinate,
     # the second uses half a marginal standard deviation (well inside the support)
-    h0, diag = _curvature_probe(neg, mode, f_mode)
+    h0, diag, slope = _curvature_probe(neg, mode, f_mode)
+    rise = _rise(mode, diag, slope)
     steps = np.where((diag > 0) & np.isfinite(diag), 0.5 / np.sqrt(np.abs(diag)), h0)
     H = finite_difference_hessian(neg, mode, f_mode, steps)
     if np.any(np.abs(H) >= 1e200):  # a step left the support
@@ -299,20 +326,20 @@ def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
         H = finite_difference_hessian(neg, mode, f_mode, steps)
     cov = _covariance_from_hessian(H)
     if cov is None:
-        return None, steps, ""
+        return None, steps, "", rise
     sd = np.sqrt(np.diag(cov))
     spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
     if spike.size:
         i = int(spike[0])
-        return cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}"
-    return cov, steps, ""
+        return cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}", rise
+    return cov, steps, "", rise
 
 
 def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray,
                  f_mode: float) -> LaplaceStart:
     """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable)."""
     for _ in range(3):  # the Hessian again where Newton steps moved the mode
-        cov, steps, spike = _inverse_hessian(neg, mode, f_mode)
+        cov, steps, spike, rise = _inverse_hessian(neg, mode, f_mode)
         if cov is None or spike:
             return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0,
                                 degenerate=spike)
@@ -327,6 +354,10 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray,
             mode, f_mode, moved = candidate, f_new, True
         if not moved:
             break
+    if moved:  # the last Newton steps moved the mode after its slopes were measured
+        rise = _rise(mode, *_curvature_probe(neg, mode, f_mode)[1:])
+    if rise:
+        return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0, degenerate=rise)
 
     def pos(x: np.ndarray) -> float:
         value = neg(x)
