@@ -43,19 +43,15 @@ __all__ = ["LaplaceStart", "finite_difference_hessian", "laplace_mismatch", "lap
 
 _BIG = 1e300
 # a marginal standard deviation below this times (1 + |mode_i|) is a spike, not a mode: no
-# statistical model is that sharp (a density that grows without bound, e.g. a centred
-# hierarchical model's funnel as its scale goes to 0, gave 1e-94 at 12 on eight schools)
+# statistical model is that sharp (docs/tuning.md, "Laplace start")
 _SPIKE = 1e-10
 # the Gaussian must describe the target: sd of the log importance weights of _CHECK_DRAWS
-# draws at most _MISMATCH sqrt(d).  Measured with 50 draws, 8 draw sets, as sd / sqrt(d):
-# 0.0-0.18 on the GLMs, scales and the 50-d Gaussian (where the start is what makes the
-# warm-up work), 0.53 on the 80-d batched Dirichlet of the contract tests; 1.2-3.1 on the
-# centred funnel, 2.4-10 on radon-nc, 6.5-220 on eight-schools-nc, 11-175 on the centred
-# radon, whose modes lie in the funnel's neck
+# draws at most _MISMATCH sqrt(d), about 1 per coordinate; the suite's GLMs stay far below,
+# modes in a funnel's neck far above (docs/tuning.md, "Laplace start")
 _MISMATCH = 1.0
-# a stationary point along each coordinate: the 1-d Newton step |slope| / curvature at most
-# this many conditional sds 1 / sqrt(curvature) (the centred eight schools' optimiser stopped
-# in the funnel's neck 3200 conditional sds from it, docs/tuning.md "Laplace start")
+# a maximum has zero slope: along each coordinate the 1-d Newton step |slope| / curvature
+# must be at most this many conditional sds 1 / sqrt(curvature); an optimiser stopped in the
+# neck of a density that grows without bound is far beyond it (docs/tuning.md)
 _RISE = 3.0
 _CHECK_DRAWS = 50
 _CHECK_SEED = 20151209  # the check's draws are fixed: the chain's generator is not touched
