@@ -18,13 +18,15 @@ Usage::
 
     python -m benchmarks.smc --targets mixture banana --draws 1000 --chains 2 --seeds 1 2 3
 
-prints one table row per target, kernel and seed, and saves a plot under
+prints one table row per target, kernel and seed (``--kameleon-kwargs '{"n_clusters": 1}'``
+passes settings to KameleonSMC), and saves a plot under
 ``benchmarks/results/`` (git-ignored).  Results: ``docs/benchmarks/smc.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 from pathlib import Path
@@ -106,13 +108,14 @@ def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
     return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
 
 
-def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dict:
+def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
+            kernel_kwargs: dict | None = None) -> dict:
     model, truth = TARGETS[target]()
     t0 = time.perf_counter()
     with model:
         idata = pm.sample_smc(draws, kernel=KERNELS[kernel], chains=chains, cores=1,
                               progressbar=False, random_seed=seed,
-                              compute_convergence_checks=False)
+                              compute_convergence_checks=False, **(kernel_kwargs or {}))
     wall = time.perf_counter() - t0
     post = group_dataset(idata, "posterior")
     stats = group_dataset(idata, "sample_stats")
@@ -186,12 +189,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--plot", type=Path, default=RESULTS / "smc.png")
+    parser.add_argument("--kameleon-kwargs", type=json.loads, default={},
+                        help='settings of KameleonSMC as JSON, e.g. \'{"global_weight": 0}\'')
     args = parser.parse_args(argv)
     rows = []
     for t in args.targets:
         for k in args.kernels:
             for s in args.seeds:
-                rows.append(run_one(t, k, args.draws, args.chains, s))
+                kw = args.kameleon_kwargs if k == "KameleonSMC" else {}
+                rows.append(run_one(t, k, args.draws, args.chains, s, kw))
                 print(rows[-1], flush=True)
     print_table(rows)
     plot(rows, args.plot)
