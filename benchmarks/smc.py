@@ -12,7 +12,10 @@ normalised target, see :func:`pymc_kameleon.models.gaussian_mixture_model`):
 * ``banana``: the 8-d twisted banana ``B(0.1, 100)`` bridged from ``N(0, 50^2 I)``;
 * ``flower``: the 2-d flower ``F(10, 6, 6, 1)`` bridged from ``N(0, 20^2 I)``;
 * ``lotka-volterra``: the black-box ODE model of :mod:`pymc_kameleon.models.ode` (known
-  initial states; no exact answer: R-hat across chains and the kernels' evidences agree).
+  initial states; no exact answer: R-hat across chains and the kernels' evidences agree);
+* ``hare-lynx``: the suite's predator-prey fit with unknown initial states, which has a
+  spurious local mode; ``mode_dist`` is the largest relative distance of a chain's mean
+  rates from the global mode (the Stan case study's posterior means).
 
 Usage::
 
@@ -94,8 +97,14 @@ def lotka_volterra_target():
     return lotka_volterra_model(), {}
 
 
+def hare_lynx_target():
+    from benchmarks.suite.hard_models import HARE_LYNX_START, hare_lynx_model
+
+    return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"]}
+
+
 TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_target,
-           "lotka-volterra": lotka_volterra_target}
+           "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target}
 
 
 def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
@@ -135,6 +144,9 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
         row["sd_err"] = float(np.mean(np.abs(x.std(1) / truth["sd"] - 1)))
     if "mode_weight" in truth:
         row["weight_err"] = float(np.mean(np.abs((x[..., 0] < 0).mean(1) - truth["mode_weight"])))
+    if "global_mode" in truth:  # largest relative distance of a chain's mean rates from it
+        rates = post["rates"].values.mean(1)
+        row["mode_dist"] = float(np.max(np.abs(rates / truth["global_mode"] - 1)))
     if "banana" in truth:
         row["coverage_err"] = float(np.mean([banana_coverage_error(c, *truth["banana"])
                                              for c in x]))
@@ -142,7 +154,7 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
 
 
 COLUMNS = ["target", "kernel", "seed", "evals_per_chain", "wall_s", "rhat", "mean_err",
-           "sd_err", "weight_err", "coverage_err", "log_z", "log_z_err"]
+           "sd_err", "weight_err", "coverage_err", "mode_dist", "log_z", "log_z_err"]
 
 
 def _fmt(v) -> str:
