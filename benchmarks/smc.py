@@ -12,19 +12,24 @@ normalised target, see :func:`pymc_kameleon.models.gaussian_mixture_model`):
 * ``banana``: the 8-d twisted banana ``B(0.1, 100)`` bridged from ``N(0, 50^2 I)``;
 * ``flower``: the 2-d flower ``F(10, 6, 6, 1)`` bridged from ``N(0, 20^2 I)``;
 * ``lotka-volterra``: the black-box ODE model of :mod:`pymc_kameleon.models.ode` (known
-  initial states; no exact answer: R-hat across chains and the kernels' evidences agree).
+  initial states; no exact answer: R-hat across chains and the kernels' evidences agree);
+* ``hare-lynx``: the suite's predator-prey fit with unknown initial states, which has a
+  spurious local mode; ``mode_dist`` is the largest relative distance of a chain's mean
+  rates from the global mode (the Stan case study's posterior means).
 
 Usage::
 
     python -m benchmarks.smc --targets mixture banana --draws 1000 --chains 2 --seeds 1 2 3
 
-prints one table row per target, kernel and seed, and saves a plot under
+prints one table row per target, kernel and seed (``--kameleon-kwargs '{"n_clusters": 1}'``
+passes settings to KameleonSMC), and saves a plot under
 ``benchmarks/results/`` (git-ignored).  Results: ``docs/benchmarks/smc.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 from pathlib import Path
@@ -92,8 +97,14 @@ def lotka_volterra_target():
     return lotka_volterra_model(), {}
 
 
+def hare_lynx_target():
+    from benchmarks.suite.hard_models import HARE_LYNX_START, hare_lynx_model
+
+    return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"]}
+
+
 TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_target,
-           "lotka-volterra": lotka_volterra_target}
+           "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target}
 
 
 def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
@@ -106,13 +117,14 @@ def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
     return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
 
 
-def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dict:
+def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
+            kernel_kwargs: dict | None = None) -> dict:
     model, truth = TARGETS[target]()
     t0 = time.perf_counter()
     with model:
         idata = pm.sample_smc(draws, kernel=KERNELS[kernel], chains=chains, cores=1,
                               progressbar=False, random_seed=seed,
-                              compute_convergence_checks=False)
+                              compute_convergence_checks=False, **(kernel_kwargs or {}))
     wall = time.perf_counter() - t0
     post = group_dataset(idata, "posterior")
     stats = group_dataset(idata, "sample_stats")
@@ -132,6 +144,9 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dic
         row["sd_err"] = float(np.mean(np.abs(x.std(1) / truth["sd"] - 1)))
     if "mode_weight" in truth:
         row["weight_err"] = float(np.mean(np.abs((x[..., 0] < 0).mean(1) - truth["mode_weight"])))
+    if "global_mode" in truth:  # largest relative distance of a chain's mean rates from it
+        rates = post["rates"].values.mean(1)
+        row["mode_dist"] = float(np.max(np.abs(rates / truth["global_mode"] - 1)))
     if "banana" in truth:
         row["coverage_err"] = float(np.mean([banana_coverage_error(c, *truth["banana"])
                                              for c in x]))
@@ -139,7 +154,7 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int) -> dic
 
 
 COLUMNS = ["target", "kernel", "seed", "evals_per_chain", "wall_s", "rhat", "mean_err",
-           "sd_err", "weight_err", "coverage_err", "log_z", "log_z_err"]
+           "sd_err", "weight_err", "coverage_err", "mode_dist", "log_z", "log_z_err"]
 
 
 def _fmt(v) -> str:
@@ -186,12 +201,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--plot", type=Path, default=RESULTS / "smc.png")
+    parser.add_argument("--kameleon-kwargs", type=json.loads, default={},
+                        help='settings of KameleonSMC as JSON, e.g. \'{"global_weight": 0}\'')
     args = parser.parse_args(argv)
     rows = []
     for t in args.targets:
         for k in args.kernels:
             for s in args.seeds:
-                rows.append(run_one(t, k, args.draws, args.chains, s))
+                kw = args.kameleon_kwargs if k == "KameleonSMC" else {}
+                rows.append(run_one(t, k, args.draws, args.chains, s, kw))
                 print(rows[-1], flush=True)
     print_table(rows)
     plot(rows, args.plot)

@@ -3,7 +3,8 @@
 ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's adaptive tempering, systematic
 resampling and log marginal likelihood estimate, and replaces only the mutation: at each
 stage every particle runs exact Metropolis-Hastings steps for the tempered posterior with
-the KAMH proposal built from the stage's particle system (see ``docs/smc.md``).
+a mixture of the KAMH proposal and an independent Gaussian-mixture proposal, both built
+from the stage's particle system (see ``docs/smc.md``).
 
 References
 ----------
@@ -17,6 +18,7 @@ References
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import cloudpickle
 import numpy as np
@@ -28,6 +30,7 @@ from pytensor.compile.ops import FromFunctionOp
 from .math.kamh import kamh_grams, kamh_proposals
 from .math.kernels import median_heuristic
 from .math.linalg import safe_cholesky
+from .math.mixture import GaussianMixture
 from .pseudo_marginal import reseed_estimators
 
 __all__ = ["KameleonSMC", "check_proper_priors"]
@@ -105,17 +108,28 @@ class KameleonSMC(SMC_KERNEL):
     * the particles are whitened by their mean and covariance, ``u = L^{-1}(x - m)``;
     * ``Z`` is a random subsample of ``n_subsample`` whitened particles, fixed for the stage,
       and the bandwidth ``s`` is their median distance;
+    * ``g`` is a Gaussian mixture fitted to the whitened particles: one Gaussian with
+      their mean and covariance (PyMC's IMH proposal) and one per k-means cluster
+      (``n_clusters``; :class:`~pymc_kameleon.math.mixture.GaussianMixture`);
     * each particle runs Metropolis-Hastings steps targeting the tempered posterior with
-      the KAMH proposal
+      the mixture of that independent proposal and the local KAMH proposal,
 
-      .. math:: q_Z(\cdot \mid u) = N(u,\ \gamma^2 I + \nu^2 M_Z(u) H M_Z(u)^\top),
+      .. math:: q(u^* \mid u) = w\, g(u^*) + (1 - w)\,
+                N(u^*;\ u,\ \gamma^2 I + \nu^2 M_Z(u) H M_Z(u)^\top),
 
-      accepting with the full ratio, the reverse density ``q_Z(u \mid u^*)`` built at the
-      proposal with the same ``Z``, so every particle's chain is an exact MH chain;
+      ``w = independent_weight``, accepting with the full ratio: the mixture's density
+      both ways, the reverse KAMH density built at the proposal with the same ``Z``, so
+      every particle's chain is an exact MH chain for the stage;
     * steps continue while the particles' correlation with the stage's start keeps falling
-      (PyMC's rule, ``correlation_threshold``, or the same for the slowest coordinate, see
-      ``slowest_rule``), at most ``max_steps``;
-    * between stages ``log nu`` moves by ``learning_rate * (mean acceptance - 0.234)``.
+      (PyMC's rule, ``correlation_threshold``; ``slowest_rule`` adds the slowest
+      coordinate), at most ``max_steps``;
+    * between stages ``log nu`` moves by ``learning_rate * (acceptance of the local
+      moves - 0.234)``.
+
+    The independent part makes the moves global (between modes, out along curved arms
+    where a local move needs many steps); the local part keeps moving where no Gaussian
+    of the mixture fits.  Measured on a Gaussian mixture and the 8-d twisted banana in
+    ``docs/benchmarks/smc.md``.
 
     ``nu^2`` is ``exp(2 log nu)`` times a base set at every stage so that the adaptive
     part's mean trace is ``2.38^2`` (the random-walk scale), which keeps the tuned
@@ -140,10 +154,16 @@ class KameleonSMC(SMC_KERNEL):
         At most this many MH steps per stage.
     learning_rate : float, default 1.0
         Step of the ``log nu`` adaptation between stages (the thesis' fixed ``lambda``).
-    slowest_rule : bool, default True
+    slowest_rule : bool, default False
         Also keep stepping while the most correlated coordinate's correlation with the
-        stage's start still falls by ``correlation_threshold`` per step.  ``False`` gives
-        PyMC's rule alone.
+        stage's start still falls by ``correlation_threshold`` per step (``False``:
+        PyMC's rule alone).
+    independent_weight : float, default 0.8
+        Probability ``w`` of a move from the independent mixture ``g``; 0 gives the
+        thesis' KASMC (KAMH moves only), 1 an IMH kernel with a cluster mixture.
+    n_clusters : int, default 4
+        k-means clusters in ``g`` besides the global Gaussian (1: PyMC's IMH Gaussian
+        alone); clusters of fewer than ``2 d`` particles are left out.
     **kwargs
         Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
 
@@ -179,6 +199,9 @@ class KameleonSMC(SMC_KERNEL):
         "n_steps": (int, []),
         "nu2": (float, []),
         "bandwidth": (float, []),
+        "accept_local": (float, []),
+        "accept_independent": (float, []),
+        "n_nan": (int, []),
     }
 
     def __init__(
@@ -189,12 +212,15 @@ class KameleonSMC(SMC_KERNEL):
         correlation_threshold: float = 0.01,
         max_steps: int = 100,
         learning_rate: float = 1.0,
-        slowest_rule: bool = True,
+        slowest_rule: bool = False,
+        independent_weight: float = 0.8,
+        n_clusters: int = 4,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
-        if gamma <= 0 or n_subsample < 2 or max_steps < 1:
-            raise ValueError("gamma must be > 0, n_subsample >= 2 and max_steps >= 1")
+        if gamma <= 0 or n_subsample < 2 or max_steps < 1 or not 0 <= independent_weight <= 1:
+            raise ValueError("gamma must be > 0, n_subsample >= 2, max_steps >= 1 and "
+                             "0 <= independent_weight <= 1")
         super().__init__(*args, **kwargs)
         self.gamma = float(gamma)
         self.n_subsample = int(n_subsample)
@@ -202,7 +228,13 @@ class KameleonSMC(SMC_KERNEL):
         self.max_steps = int(max_steps)
         self.learning_rate = float(learning_rate)
         self.slowest_rule = bool(slowest_rule)
+        self.independent_weight = float(independent_weight)
+        self.n_clusters = int(n_clusters)
         self.log_nu = 0.0
+        self.acc_local = np.nan
+        self.acc_independent = np.nan
+        self.n_nan = 0
+        self._nan_warned = False
         self.acc_rate = np.nan
         self.n_steps = 0
         self.nu2 = np.nan
@@ -215,14 +247,22 @@ class KameleonSMC(SMC_KERNEL):
         reseed_estimators(self.likelihood_logp_func, rng)
 
     def setup_kernel(self) -> None:
-        """Reset the adaptation at the start of a chain."""
+        """Reset the adaptation at the start of a chain; a NaN log density of a prior draw
+        becomes ``-inf`` (zero weight at the first reweighting) with a warning, where
+        PyMC's own kernels stop with "cannot convert float NaN to integer"."""
         self.log_nu = 0.0
         self.acc_rate = np.nan
+        self.acc_local = np.nan
+        self._nan_warned = False
+        self.n_nan = 0
+        pl, ll = self._finite_or_reject(self.tempered_posterior, np.atleast_1d(self.prior_logp),
+                                        np.atleast_1d(self.likelihood_logp), "prior draws")
+        self.prior_logp, self.likelihood_logp = pl, ll
 
     def tune(self) -> None:
         """Whitening, subsample ``Z``, bandwidth and ``nu^2`` of the stage; adapt ``log nu``."""
-        if np.isfinite(self.acc_rate):
-            self.log_nu += self.learning_rate * (self.acc_rate - TARGET_ACCEPT)
+        if np.isfinite(self.acc_local):
+            self.log_nu += self.learning_rate * (self.acc_local - TARGET_ACCEPT)
         X = self.tempered_posterior
         self.mean = X.mean(axis=0)
         cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=0))
@@ -239,38 +279,50 @@ class KameleonSMC(SMC_KERNEL):
         trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
         base = 2.38**2 / trace if trace > 0 else 1.0
         self.nu2 = base * np.exp(2.0 * self.log_nu)
+        self.q_ind = GaussianMixture.fit_clusters(U, self.n_clusters, self.rng)
 
     def mutate(self) -> None:
-        """Exact per-particle MH steps with the stage's KAMH proposal (vectorised)."""
+        """Exact per-particle MH steps with the stage's mixture proposal (vectorised)."""
+        w = self.independent_weight
         U = self._whiten(self.tempered_posterior)
         q_cur = self._proposals(U)
+        g_cur = self.q_ind.logpdf(U)
         corr = Pearson(self.tempered_posterior)
         old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
-        acc_probs = []
+        acc_probs, is_global = [], []
         self.n_steps = 0
         while self.n_steps < self.max_steps:
+            glob = self.rng.random(self.draws) < w
             U_prop = q_cur.sample(self.rng)
+            U_prop[glob] = self.q_ind.sample(int(glob.sum()), self.rng)
             q_prop = self._proposals(U_prop)
+            g_prop = self.q_ind.logpdf(U_prop)
             X_prop = floatX(self._unwhiten(U_prop))
             pl, ll = self._evaluate(X_prop)
             prop_logp = pl + ll * self.beta
-            log_ratio = self._log_ratio(prop_logp, U, U_prop, q_cur, q_prop)
+            log_ratio = self._log_ratio(prop_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop)
             accepted = np.log(self.rng.random(self.draws)) < log_ratio
             U[accepted] = U_prop[accepted]
             q_cur.replace(accepted, q_prop)
+            g_cur[accepted] = g_prop[accepted]
             self.tempered_posterior[accepted] = X_prop[accepted]
             self.tempered_posterior_logp[accepted] = prop_logp[accepted]
             self.prior_logp[accepted] = pl[accepted]
             self.likelihood_logp[accepted] = ll[accepted]
             acc_probs.append(np.exp(np.minimum(log_ratio, 0.0)))
+            is_global.append(glob)
             self.n_steps += 1
             pearson_r = np.nan_to_num(corr.get(self.tempered_posterior))
             if not self._keep_going(old_corr, pearson_r):
                 break
             old_corr = pearson_r
-        self.acc_rate = float(np.mean(acc_probs))
+        acc, glob = np.concatenate(acc_probs), np.concatenate(is_global)
+        self.acc_rate = float(np.mean(acc))
+        self.acc_local = float(np.mean(acc[~glob])) if np.any(~glob) else np.nan
+        self.acc_independent = float(np.mean(acc[glob])) if np.any(glob) else np.nan
 
     def sample_stats(self) -> SMCStats:
+        n_nan, self.n_nan = self.n_nan, 0  # per stage (the first also counts prior draws)
         return {
             "log_marginal_likelihood": self.log_marginal_likelihood if self.beta == 1 else np.nan,
             "beta": self.beta,
@@ -278,6 +330,9 @@ class KameleonSMC(SMC_KERNEL):
             "n_steps": self.n_steps,
             "nu2": self.nu2,
             "bandwidth": self.bandwidth,
+            "accept_local": self.acc_local,
+            "accept_independent": self.acc_independent,
+            "n_nan": n_nan,
         }
 
     def sample_settings(self) -> SMCSettings:
@@ -289,6 +344,7 @@ class KameleonSMC(SMC_KERNEL):
             "gamma": self.gamma,
             "n_subsample": self.n_subsample,
             "max_steps": self.max_steps,
+            "independent_weight": self.independent_weight,
         }
 
     def __reduce__(self):
@@ -307,11 +363,19 @@ class KameleonSMC(SMC_KERNEL):
             return True
         return self.slowest_rule and bool(np.max(old_corr) - np.max(corr) > thr)
 
-    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop) -> np.ndarray:
-        """Full MH log ratio per particle, with the reverse density built at the proposal
-        (the linear whitening's Jacobian cancels); NaN counts as a rejection."""
-        log_ratio = (prop_logp - self.tempered_posterior_logp
-                     + q_prop.logpdf(U) - q_cur.logpdf(U_prop))
+    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop, g_cur=None, g_prop=None):
+        """Full MH log ratio per particle with the mixture proposal's density both ways:
+        ``w q_global(u*) + (1 - w) q_Z(u* | u)`` forward, the same with ``u`` and ``u*``
+        swapped in reverse (``q_Z(u | u*)`` built at the proposal).  The linear whitening's
+        Jacobian cancels; NaN counts as a rejection."""
+        log_fwd, log_rev = q_cur.logpdf(U_prop), q_prop.logpdf(U)
+        w = self.independent_weight
+        if w > 0:
+            with np.errstate(divide="ignore"):
+                lw, l1w = np.log(w), np.log1p(-w)
+            log_fwd = np.logaddexp(lw + g_prop, l1w + log_fwd)
+            log_rev = np.logaddexp(lw + g_cur, l1w + log_rev)
+        log_ratio = prop_logp - self.tempered_posterior_logp + log_rev - log_fwd
         return np.where(np.isnan(log_ratio), -np.inf, log_ratio)
 
     def _whiten(self, X: np.ndarray) -> np.ndarray:
@@ -329,6 +393,21 @@ class KameleonSMC(SMC_KERNEL):
         """One prior and one likelihood evaluation per particle (PyMC compiles them apart)."""
         pl = np.array([self.prior_logp_func(x) for x in X], dtype=float).reshape(-1)
         ll = np.array([self.likelihood_logp_func(x) for x in X], dtype=float).reshape(-1)
-        pl = np.where(np.isnan(pl), -np.inf, pl)
-        ll = np.where(np.isnan(ll), -np.inf, ll)
-        return pl, ll
+        return self._finite_or_reject(X, pl, ll, "proposals")
+
+    def _finite_or_reject(self, X, pl, ll, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """NaN prior or likelihood terms become ``-inf`` (a rejection, or zero weight),
+        counted in ``n_nan`` and reported once per chain (as the steps report NaN)."""
+        bad = np.isnan(pl) | np.isnan(ll)
+        if bad.any():
+            self.n_nan += int(bad.sum())
+            if not self._nan_warned:
+                self._nan_warned = True
+                warnings.warn(
+                    f"KameleonSMC: the log density gave NaN at {int(bad.sum())} of "
+                    f"{len(X)} {what} (beta={self.beta:.3g}; the first at {X[bad][0]!r}). "
+                    "Each counts as log density -inf, so the particles sample the posterior "
+                    "restricted to where the log density is finite (return -inf where the "
+                    "density is zero).  Counts per stage: sample stat n_nan.",
+                    RuntimeWarning, stacklevel=3)
+        return np.where(bad, -np.inf, pl), np.where(bad, -np.inf, ll)

@@ -31,6 +31,7 @@ from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
 from pymc_kameleon.math.kernels import distinct_rows, gaussian_kernel_grad, gaussian_kernel_grads
+from pymc_kameleon.math.mixture import GaussianMixture
 from pymc_kameleon.models import gaussian_mixture_model
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 class DroppedReverseDensity(KameleonSMC):
     """Deliberately broken: MH ratio without the proposal densities (as if symmetric)."""
 
-    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop):
+    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop):
         r = prop_logp - self.tempered_posterior_logp
         return np.where(np.isnan(r), -np.inf, r)
 
@@ -132,9 +133,14 @@ def _log_lik(X):
     return stats.norm(mu[:, None], 1).logpdf(Y_OBS).sum(-1)
 
 
-def test_one_mh_step_matches_dense_scipy_computation(curved):
+@pytest.mark.parametrize("weight", [0.0, 0.4, 1.0])
+def test_one_mh_step_matches_dense_scipy_computation(curved, weight):
+    """One stage's MH step replayed with dense matrices and SciPy densities: the proposal
+    ``w N(0, I) + (1 - w) N(u, C(u))`` in whitened units, the ratio with the mixture's
+    density both ways (``weight`` 0: KAMH alone, 1: independent Gaussian alone)."""
     with curved:
-        k = KameleonSMC(draws=60, model=curved, random_seed=1, max_steps=1)
+        k = KameleonSMC(draws=60, model=curved, random_seed=1, max_steps=1,
+                        independent_weight=weight)
     k.initialize(None, np.random.default_rng(5))
     k.update_beta_and_weights()
     k.resample()
@@ -158,26 +164,66 @@ def test_one_mh_step_matches_dense_scipy_computation(curved):
             for z in k.Z])
         return k.gamma**2 * np.eye(2) + k.nu2 * M @ (np.eye(n) - 1.0 / n) @ M.T
 
+    # the independent part: the Gaussian mixture of the stage (its fit is tested below)
+    g = k.q_ind
+    glob = rng.random(len(U0)) < weight
     eps = rng.standard_normal(U0.shape)
+    comp = rng.choice(len(g.weights), size=int(glob.sum()), p=g.weights)
+    eps_g = rng.standard_normal((int(glob.sum()), 2))
+    draws_g = iter(g.means[comp] + np.einsum("nij,nj->ni", g.chols[comp], eps_g))
     log_u = np.log(rng.random(len(U0)))
     expected = X0.copy()
-    n_accepted = 0
+    accepted = np.zeros(len(U0), dtype=bool)
+
+    def log_q(to, frm):  # the mixture proposal's log density log q(to | frm)
+        ind = sum(w * stats.multivariate_normal(m, L @ L.T).pdf(to)
+                  for w, m, L in zip(g.weights, g.means, g.chols, strict=True))
+        with np.errstate(divide="ignore"):
+            return np.logaddexp(
+                np.log(weight) + np.log(ind),
+                np.log(1 - weight) + stats.multivariate_normal(frm, dense_cov(frm)).logpdf(to))
+
     for j, u in enumerate(U0):
-        C = dense_cov(u)
-        u_prop = u + np.linalg.cholesky(C) @ eps[j]
-        C_prop = dense_cov(u_prop)
+        u_prop = next(draws_g) if glob[j] else u + np.linalg.cholesky(dense_cov(u)) @ eps[j]
         x_prop = mean + L @ u_prop
         log_target = lambda x: _log_prior(x[None])[0] + k.beta * _log_lik(x[None])[0]  # noqa: E731
         log_a = (log_target(x_prop) - log_target(X0[j])
-                 + stats.multivariate_normal(u_prop, C_prop).logpdf(u)
-                 - stats.multivariate_normal(u, C).logpdf(u_prop))
+                 + log_q(u, u_prop) - log_q(u_prop, u))
         if log_u[j] < log_a:
             expected[j] = x_prop
-            n_accepted += 1
-    assert 0 < n_accepted < len(U0)
+            accepted[j] = True
+    assert 0 < accepted.sum() < len(U0)
+    if 0 < weight < 1:  # both kinds of move were proposed and accepted
+        assert accepted[glob].any() and accepted[~glob].any()
     np.testing.assert_allclose(k.tempered_posterior, expected, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(k.prior_logp, _log_prior(expected), rtol=1e-6)
     np.testing.assert_allclose(k.likelihood_logp, _log_lik(expected), rtol=1e-6)
+
+
+def test_gaussian_mixture_density_draws_and_fit():
+    """The independent proposal: density against SciPy, draws' moments against the
+    mixture's, and the cluster fit separating two modes (one Gaussian per mode)."""
+    rng = np.random.default_rng(3)
+    X = np.r_[rng.normal([-4.0, 0.0], 0.5, (300, 2)), rng.normal([4.0, 1.0], 1.0, (700, 2))]
+    q = GaussianMixture.fit_clusters(X, 2, rng)
+    assert len(q.weights) == 3 and q.weights.sum() == pytest.approx(1.0)
+    # the global Gaussian (PyMC's IMH proposal) first, then the clusters by size
+    np.testing.assert_allclose(q.means[0], X.mean(0))
+    np.testing.assert_allclose(sorted(q.weights[1:]), [0.15, 0.35], atol=0.01)
+    np.testing.assert_allclose(sorted(q.means[1:, 0]), [-4.0, 4.0], atol=0.15)
+    Y = rng.normal(size=(5, 2)) * 4
+    expected = np.log(sum(w * stats.multivariate_normal(m, L @ L.T).pdf(Y)
+                          for w, m, L in zip(q.weights, q.means, q.chols, strict=True)))
+    np.testing.assert_allclose(q.logpdf(Y), expected, rtol=1e-10)
+    draws = q.sample(40000, rng)
+    mean = q.weights @ q.means
+    cov = sum(w * (L @ L.T + np.outer(m - mean, m - mean))
+              for w, m, L in zip(q.weights, q.means, q.chols, strict=True))
+    np.testing.assert_allclose(draws.mean(0), mean, atol=0.06)  # se about 0.02
+    np.testing.assert_allclose(np.cov(draws, rowvar=False), cov, rtol=0.05)
+    # with one cluster (or none of at least 2 d points): PyMC's IMH Gaussian alone
+    assert len(GaussianMixture.fit_clusters(X, 1, rng).weights) == 1
+    assert len(GaussianMixture.fit_clusters(X[:6], 3, rng).weights) == 1
 
 
 # ------------------------------------------------------------------ API
@@ -192,7 +238,8 @@ def test_inference_data_and_stats(run):
     lml = _stat_per_chain(run, "log_marginal_likelihood")
     for chain in lml:
         assert np.isnan(chain[:-1]).all() and np.isfinite(chain[-1])
-    for name in ("beta", "accept_rate", "n_steps", "nu2", "bandwidth"):
+    for name in ("beta", "accept_rate", "n_steps", "nu2", "bandwidth", "accept_local",
+                 "accept_independent", "n_nan"):
         per_chain = _stat_per_chain(run, name)
         assert all(np.isfinite(c).all() for c in per_chain), name
     betas = _stat_per_chain(run, "beta")
@@ -283,6 +330,27 @@ def test_as_op_from_a_script_main_with_two_cores(tmp_path):
 def test_pymc_mh_kernel_fails_on_that_script(tmp_path):
     theirs = _run_script(tmp_path, "mh")
     assert theirs.returncode != 0 and "Can't pickle wrap_py()" in theirs.stderr
+
+
+def _nan_model():
+    """N(1, 1) likelihood on x < 2, NaN beyond (a solver that fails there)."""
+    with pm.Model() as model:
+        x = pm.Normal("x", 0, 3)
+        pm.Potential("lik", pt.switch(x < 2, -0.5 * (x - 1) ** 2, np.nan))
+    return model
+
+
+def test_nan_log_density_is_a_rejection_with_a_warning():
+    """Prior draws and proposals with a NaN log density get -inf (zero weight, rejected),
+    counted in ``n_nan`` and reported once; PyMC's IMH kernel stops on the prior draws."""
+    with pytest.warns(RuntimeWarning, match=r"NaN at \d+ of 200 prior draws") as record:
+        idata = _smc(_nan_model(), draws=200, chains=1, seed=4)
+    assert sum("KameleonSMC" in str(w.message) for w in record) == 1
+    x = group_dataset(idata, "posterior")["x"].values
+    assert np.all(x < 2) and abs(x.mean() - 0.68) < 0.15  # N(0.9, 0.9) truncated: 0.680
+    assert _stat_per_chain(idata, "n_nan")[0].sum() > 0
+    with pytest.raises(ValueError, match="NaN"):
+        _smc(_nan_model(), kernel=pm.smc.kernels.IMH, draws=200, chains=1, seed=4)
 
 
 def test_pseudo_marginal_estimates_are_stored_not_reestimated(curved):
