@@ -4,7 +4,7 @@ Every run is one chain: one ``pm.sample(chains=1, cores=1)`` call with its own s
 counted on its own, so that per-chain results can be averaged (mean +- sd over chains).
 
 * Gradient-free samplers (ours and PyMC's Metropolis, DEMetropolisZ, Slice) sample a
-  :func:`pymc_kameleon.models.counted_model` built from the NumPy log density; the counting
+  :func:`benchmarks.models.counted_model` built from the NumPy log density; the counting
   Op's ``count`` is reset right before ``pm.sample`` and read right after it, so every
   evaluation made by ``pm.sample`` (tuning, draws, and the handful of initial-point checks) is
   counted.  PyMC's element-wise Metropolis evaluates the model twice per coordinate and
@@ -31,15 +31,11 @@ import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import as_dataset, group_dataset
-from pymc_kameleon.models import banana_model, counted_model, flower_model
-from pymc_kameleon.models.targets import (
-    banana_coverage_error,
-    banana_logp,
-    banana_sample,
-    flower_logp,
-    flower_sample,
-    quantile_coverage_error,
-)
+from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.targets import banana_coverage_error, banana_logp, banana_sample
+
+from .models import counted_model, flower_model
+from .targets import flower_logp, flower_sample, quantile_coverage_error
 
 __all__ = [
     "SAMPLERS",

@@ -72,7 +72,9 @@ def _build(key: str):
     import pymc as pm
 
     from pymc_kameleon import pseudo_marginal_potential
-    from pymc_kameleon.models import banana_model, gaussian_model, gp_classification_model
+    from pymc_kameleon.models import banana_model, gp_classification_model
+
+    from .models import gaussian_model
 
     if key == "hier10":
         y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])

@@ -73,16 +73,14 @@ SUMMARY_COLUMNS = ("mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail",
 def default_compile_kwargs() -> dict[str, Any]:
     """Recommended compile options for a step's log density, when the user gives none.
 
-    On PyTensor 3 the default mode is Numba.  A step compiles its log density once and then
-    calls it once per iteration, so what counts is the time to the first result, paid in
-    every session and every chain process (the cost of a call differs little between the
-    backends next to a step's own cost), and there the C virtual machine (``"CVM"``) is
-    the faster, most of all on likelihood estimators, whose graph Numba compiles again in
-    every process (``docs/benchmarks/logp_backend.md``).  So, when PyTensor 3 has a C
-    compiler and the user has not chosen a mode or linker in PyTensor's configuration, this
-    asks for ``mode="CVM"``.  Everywhere else (PyTensor 2, whose default already is the C VM; no C
-    compiler; a mode set through ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own
-    default is kept.
+    On PyTensor 3 with a C compiler, and no mode or linker chosen in PyTensor's
+    configuration, this asks for the C virtual machine (``mode="CVM"``) instead of PyTensor
+    3's default, Numba: a step calls its compiled log density once per iteration, where the
+    backends cost about the same next to the step's own work, so the time to the first
+    result decides, and Numba compiles the graph again in every chain process, likelihood
+    estimators most of all (measurements: ``docs/benchmarks/logp_backend.md``).  Everywhere
+    else (PyTensor 2, whose default already is the C VM; no C compiler; a mode set through
+    ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own default is kept.
 
     Returns
     -------
@@ -176,6 +174,11 @@ def caller_tuning_draws() -> int | None:
     500`` (docs/tuning.md).  PyMC 5 is frozen, so its two chain loops (sequential and
     parallel) are read from the call stack here; None when neither is on it (a step driven
     by hand, another sampler).
+
+    Returns
+    -------
+    int or None
+        The calling chain's ``tune`` on PyMC 5; None on PyMC 6 or outside PyMC 5's loops.
     """
     if PYMC_VERSION[0] >= 6:
         return None
@@ -195,7 +198,18 @@ def as_dataset(obj) -> xr.Dataset:
 
     ArviZ 1's diagnostics (``az.rhat``, ``az.ess``) and the groups of ``pm.sample``'s result
     are ``DataTree`` nodes, which lack ``to_array`` and multi-variable selection
-    (``node[["a", "b"]]``); their datasets have both.
+    (``node[["a", "b"]]``); their datasets have both.  The examples use it so that they run
+    on both ArviZ majors.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset or xarray.DataTree
+        E.g. ``az.ess(idata)`` or a group of ``pm.sample``'s result.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``obj`` itself if it is a Dataset, else the node's dataset.
 
     Examples
     --------
@@ -221,6 +235,10 @@ def group_dataset(idata, group: str = "posterior") -> xr.Dataset:
     idata : arviz.InferenceData or xarray.DataTree
     group : str
         ``"posterior"``, ``"sample_stats"``, ``"warmup_sample_stats"``, ...
+
+    Returns
+    -------
+    xarray.Dataset
     """
     return as_dataset(idata[group])
 
@@ -233,6 +251,11 @@ def max_rhat(idata, var_names: list[str] | None = None) -> float:
     idata : arviz.InferenceData, xarray.DataTree or xarray.Dataset
         A result of ``pm.sample`` or a posterior dataset.
     var_names : list of str, optional
+
+    Returns
+    -------
+    float
+        The largest R-hat over all variables and their elements.
 
     References
     ----------

@@ -3,7 +3,7 @@
 import pytest
 from checks import GAUSS_COV
 
-from pymc_kameleon.models import gaussian_model
+from benchmarks.models import gaussian_model
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
 except ImportError:  # pragma: no cover - older PyTensor
     from pytensor.compile.ops import as_op as wrap_py  # noqa: E402
 
+from benchmarks.models import gaussian_model  # noqa: E402
 from pymc_kameleon import (  # noqa: E402
     KameleonStep,
     PseudoMarginalWarning,
@@ -44,7 +45,7 @@ from pymc_kameleon import (  # noqa: E402
     pseudo_marginal_potential,
 )
 from pymc_kameleon import distributed as pkd  # noqa: E402
-from pymc_kameleon.models import gaussian_model, gp_classification_model  # noqa: E402
+from pymc_kameleon.models import gp_classification_model  # noqa: E402
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
 
 COV = np.array([[1.0, 0.5], [0.5, 2.0]])

@@ -17,13 +17,13 @@ from checks import GAUSS_COV, SAMPLERS, ks_pvalue, moment_zscores, sample
 from pymc.exceptions import SamplingError
 from scipy import stats
 
+from benchmarks.models import counted_model
 from pymc_kameleon import (
     KernelHMCStep,
     PseudoMarginalWarning,
     RandomWalkStep,
     pseudo_marginal_potential,
 )
-from pymc_kameleon.models import counted_model
 from pymc_kameleon.models.targets import banana_logp
 from pymc_kameleon.steps.base import _progress_text
 

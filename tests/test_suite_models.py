@@ -12,6 +12,7 @@ import pytensor.tensor as pt
 import pytest
 from scipy import stats
 
+from benchmarks.models import CountingLogp
 from benchmarks.suite import cli, runner
 from benchmarks.suite.analytic import dirichlet_moments, gauss50_moments
 from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
@@ -21,7 +22,6 @@ from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov, set_gl
 from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
 from benchmarks.suite.runner import DEFAULT_SAMPLERS, run_one
 from pymc_kameleon import RandomWalkStep
-from pymc_kameleon.models import CountingLogp
 
 MODEL_PARAMS = [
     pytest.param(name, marks=pytest.mark.skipif(not spec.available(), reason="data absent"))

@@ -1,4 +1,8 @@
-"""Tests of the synthetic targets (``models.targets``) and the model factories (``models``).
+"""Tests of the synthetic targets and model factories.
+
+The banana (``pymc_kameleon.models.targets``, ``pymc_kameleon.models``) ships with the package;
+the flower, the Gaussians and the counting log density are the benchmarks' (``benchmarks.targets``,
+``benchmarks.models``).
 
 The flower sampler is checked against marginals obtained by brute-force integration of
 ``flower_logp`` on a fine *Cartesian* grid, which shares nothing with the sampler (no polar
@@ -17,26 +21,23 @@ import pytest
 from pytensor.gradient import NullTypeGradError
 from scipy import stats
 
-from pymc_kameleon.models import (
-    CountingLogp,
-    banana_model,
-    counted_model,
-    flower_model,
-    gaussian_model,
-)
-from pymc_kameleon.models.targets import (
-    QUANTILE_LEVELS,
+from benchmarks.models import CountingLogp, counted_model, flower_model, gaussian_model
+from benchmarks.targets import (
     _sample_radius,  # the conditional sampler, tested directly
-    banana_coverage,
-    banana_coverage_error,
-    banana_logp,
-    banana_sample,
-    banana_to_standard,
     flower_log_normaliser,
     flower_logp,
     flower_sample,
     quantile_coverage,
     quantile_coverage_error,
+)
+from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.targets import (
+    QUANTILE_LEVELS,
+    banana_coverage,
+    banana_coverage_error,
+    banana_logp,
+    banana_sample,
+    banana_to_standard,
 )
 
 P_MIN = 1e-3  # p-value threshold of the goodness-of-fit tests (fixed seeds: deterministic)

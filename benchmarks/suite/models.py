@@ -18,14 +18,10 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_kameleon.models import (
-    banana_model,
-    flower_model,
-    gp_classification_model,
-    lotka_volterra_model,
-)
+from pymc_kameleon.models import banana_model, gp_classification_model, lotka_volterra_model
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
 
+from ..models import flower_model
 from .data import (
     EIGHT_SCHOOLS_SIGMA,
     EIGHT_SCHOOLS_Y,

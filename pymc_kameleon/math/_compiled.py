@@ -117,8 +117,8 @@ def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
     work.  ``(R J)^T = Omega^T Rc^T`` is then made of dot products along the frequencies, every
     operand a contiguous row: four rows of ``Rc`` against two rows of ``omega_t`` at a time,
     eight accumulators that vectorise (for the thin products of small ``d`` a general matrix
-    product spends more on its set-up than on the arithmetic: 6.2 against 10.9 us at
-    ``d = 10``, ``r = 22``, 250 frequencies; 35 against 44 us at ``d = 32``, ``r = 97``).
+    product spends more on its set-up than on the arithmetic; timings:
+    ``docs/benchmarks/fkamh_rank.md``, "The proposal product compiled for thin shapes").
     """
     d, m = omega_t.shape
     r = root.shape[0]

@@ -42,8 +42,8 @@ _FACTORS = (0.5, 2.0)  # per-coordinate moves of one coordinate-descent sweep
 # A coordinate's bandwidth s l_i stays within [min(grid) / 4, max(grid)]: without a bound,
 # warm-started searches let the lengths of Gaussian coordinates drift (the loss barely
 # changes between wide and very wide) up to a kernel flat along them, whose surrogate has
-# no gradient there (8-d banana: lengths of 1000 after ten cross-validations; kernel HMC's
-# trajectories then leave the target and its step size collapses).
+# no gradient there, so kernel HMC's trajectories leave the target (seen on the 8-d banana:
+# docs/changelog.md, issue 44).
 _LOWER = 0.25
 
 

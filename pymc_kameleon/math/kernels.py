@@ -145,10 +145,11 @@ def distinct_rows(
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The distinct rows of ``Z``, each at its first occurrence, in their original order.
 
-    The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found about ten times
-    faster: each row is compared as one byte string (a Metropolis chain repeats a point on
-    rejection as a bit-identical copy).  With ``return_counts`` also how often each occurs,
-    so that ``(rows, counts)`` stand for ``Z`` as frequency-weighted points.
+    The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found faster by comparing
+    each row as one byte string (a Metropolis chain repeats a point on rejection as a
+    bit-identical copy; timing in ``docs/changelog.md``, issue 44).  With ``return_counts``
+    also how often each occurs, so that ``(rows, counts)`` stand for ``Z`` as
+    frequency-weighted points.
 
     Examples
     --------
@@ -211,12 +212,11 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     return s if np.isfinite(s) else 0.0
 
 
-# below this size np.median's full selection is cheaper (measured on pairwise distances:
-# 63 against 144 us at 19900 values, 331 against 158 us at 32640)
+# below this size np.median's full selection is the cheaper one (timings: docs/changelog.md)
 _BRACKET_MIN_SIZE = 30_000
 # size of the strided sample whose order statistics bracket the middle ranks, and the
-# half-width of the bracket in sample ranks (pairwise distances of 250-1000 heavy-tailed
-# random points in 1-30 dimensions fell back 6 times in 2000; a fallback is exact, only slower)
+# half-width of the bracket in sample ranks: wide enough that the bracket rarely misses a
+# middle rank (a miss falls back to np.median: exact, only slower; rate in docs/changelog.md)
 _BRACKET_SAMPLE = 4096
 _BRACKET_MARGIN = 200
 
@@ -225,8 +225,8 @@ def exact_median(x: np.ndarray) -> float:
     """``float(np.median(x))`` of a 1-d array, the same number, faster for large arrays.
 
     The median heuristic selects the middle of ``n (n - 1) / 2`` pairwise distances at every
-    bandwidth refresh; NumPy's selection on all of them (``np.partition``) took 1.2 ms of a
-    refresh at ``n = 500`` (4.4 ms at 1000), more than the distances themselves.  Here the
+    bandwidth refresh; NumPy's selection on all of them (``np.partition``) costs more than
+    the distances themselves (timings: ``docs/changelog.md``, issue 15).  Here the
     order statistics of an evenly strided sample of about 4000 values bracket the middle
     ranks, one vectorised pass counts the values below the bracket and keeps those in it,
     and only those few are partitioned.  Order statistics are exact, and the two middle

@@ -93,8 +93,8 @@ def ridge_solves(A: np.ndarray, b: np.ndarray,
     The matrix is checked and symmetrised once (``0.5 (A + A^T)``, as
     :func:`safe_cholesky` does; ``0.5 (x + x) = x``, so adding the ridge afterwards gives
     the same matrix) instead of once per ridge, and the triangular solves call LAPACK
-    directly: ``m = 200``, 7 ridges (a cross-validated regularisation path): 2.2 -> 1.6 ms.
-    The factorisation stays NumPy's: SciPy's LAPACK build would be faster (1.1 ms) but rounds
+    directly (timings: ``docs/changelog.md``, "cross-validation 18 % cheaper").  The
+    factorisation stays NumPy's: SciPy's LAPACK build would be faster but rounds
     differently, and two candidates of a cross-validated search whose held-out losses tie
     within rounding (the same kernel reached two ways) then swap ranks and change the
     chain.  A matrix NumPy does not factor goes through :func:`safe_cholesky` itself
@@ -447,13 +447,13 @@ def refine_lowrank_root(
     trace out (the covariance moved, e.g. when its history restarted), the basis is grown by
     half with random columns and advanced by a power step, within the same call, until they
     do not: the factor returned always holds at least ``1 - trace_tolerance`` of the trace.
-    (Growing one step per call instead left the proposals for several calls on an
-    unconverged factor of the whole basis, rank 57-135 where 20-40 suffice, at ``d = 10``
-    up to four times the cost per iteration.)  Called at every change of a covariance that
-    accumulates a chain's history, the basis follows its leading eigenspace for
-    ``O(D^2 k)`` per call instead of the ``O(D^3)`` of a full eigendecomposition.  Ritz
-    values never exceed the eigenvalues they estimate (Cauchy interlacing), so the rank is
-    at least the exact rule's.  Any ``R`` gives a valid proposal
+    (Growing one step per call instead leaves the proposals of several calls on an
+    unconverged factor of the whole basis, at several times the cost per iteration:
+    ``docs/benchmarks/fkamh_rank.md``, "The tuning phase made cheaper".)  Called at every
+    change of a covariance that accumulates a chain's history, the basis follows its
+    leading eigenspace for ``O(D^2 k)`` per call instead of the ``O(D^3)`` of a full
+    eigendecomposition.  Ritz values never exceed the eigenvalues they estimate (Cauchy
+    interlacing), so the rank is at least the exact rule's.  Any ``R`` gives a valid proposal
     ``N(y, gamma^2 I + eta^2 (R J)^T (R J))``; this one is close to the truncated
     eigendecomposition once the basis has converged.
 

@@ -374,7 +374,7 @@ class FiniteScoreEstimator:
             raise ValueError(f"n_steps must be >= 0, got {n_steps}")
         q = np.asarray(q, dtype=float)
         # always a new writable C array: a read-only view (broadcast_to of a (d,) step) is
-        # another Numba type, compiled again in the middle of a run (1.3 s on first use)
+        # another Numba type, which would be compiled again in the middle of a run
         step = np.empty(q.shape)
         step[...] = step_size
         if self._omega_t is None:

@@ -1,33 +1,20 @@
-"""Models and targets: PyMC model factories, synthetic targets, GP classification.
+"""Models users sample: the banana target, GP classification, a black-box ODE.
 
-* :mod:`pymc_kameleon.models.factories` (re-exported here): PyMC models of the synthetic
-  targets, a counting Op for honest log-density evaluation counts, the pseudo-marginal GP
-  classification model.
-* :mod:`pymc_kameleon.models.targets`: banana and flower log densities with exact samplers
-  and checks (pure NumPy/SciPy).
-* :mod:`pymc_kameleon.models.gpc`: GP classification on UCI Glass (pure NumPy/SciPy).
-* :mod:`pymc_kameleon.models.ode`: a black-box ODE model (Lotka-Volterra solved by SciPy's
-  ``odeint`` inside an Op without gradient).
+* :func:`banana_model` and :mod:`pymc_kameleon.models.targets`: the banana target with its
+  exact sampler and a check of a sampler's draws against the exact answer
+  (:func:`~pymc_kameleon.models.targets.banana_coverage_error`), as in the examples and the
+  algorithm pages.
+* :func:`gp_classification_model` and :mod:`pymc_kameleon.models.gpc`: pseudo-marginal GP
+  classification on UCI Glass (:doc:`/pseudo_marginal`).
+* :func:`lotka_volterra_model` (:mod:`pymc_kameleon.models.ode`): a black-box ODE model,
+  Lotka-Volterra solved by SciPy's ``odeint`` inside an Op without gradient
+  (:doc:`/examples/black_box_ode`).
+
+The targets and models only the tests and benchmarks use (flower, Gaussians, a counting log
+density) live next to them, in the repository's ``benchmarks.targets`` and ``benchmarks.models``.
 """
 
-from .factories import (
-    CountingLogp,
-    banana_model,
-    counted_model,
-    flower_model,
-    gaussian_mixture_model,
-    gaussian_model,
-    gp_classification_model,
-)
+from .factories import banana_model, gp_classification_model
 from .ode import lotka_volterra_model
 
-__all__ = [
-    "CountingLogp",
-    "banana_model",
-    "counted_model",
-    "flower_model",
-    "gaussian_mixture_model",
-    "gaussian_model",
-    "gp_classification_model",
-    "lotka_volterra_model",
-]
+__all__ = ["banana_model", "gp_classification_model", "lotka_volterra_model"]

@@ -2,8 +2,9 @@
 
 The Op has no gradient (as when a user wraps a legacy simulator), so NUTS cannot run on the
 model and PyMC assigns gradient-free steps.  One evaluation solves the ODE on a grid of 21
-times (about 0.3-1 ms here), which makes this one of the suite's *expensive* models: the
-log-density evaluation, not the sampler's bookkeeping, dominates the cost.
+times, which makes this one of the suite's *expensive* models (cost per evaluation in
+``docs/benchmarks/suite.md``): the log-density evaluation, not the sampler's bookkeeping,
+dominates the cost.
 """
 
 from __future__ import annotations

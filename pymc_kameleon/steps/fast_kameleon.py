@@ -36,8 +36,7 @@ def default_n_features(dim: int) -> int:
 
     The error of the random-feature kernel *gradients*, of which the F-KAMH proposal
     covariance ``J^T C J`` is made, grows like ``sqrt(d / D)``; a fixed ``D`` therefore
-    distorts the proposal more as ``d`` grows (on the 8-d bananas ``D = 200`` gave proposals
-    up to 4.4 times too wide in one direction and half of KAMH's ESS per iteration, see
+    distorts the proposal more as ``d`` grows (measured on the 8-d bananas:
     ``docs/benchmarks/fkamh_features.md``).  ``D = 50 d`` keeps ``d / D`` fixed; it is
     clipped to ``[200, 500]`` because the cost per iteration grows with ``D`` (``O(r D d)``
     with the rank ``r`` of the truncated feature covariance, see :class:`FastKameleonStep`).
@@ -132,14 +131,12 @@ class FastKameleonStep(LocalGaussianStep):
     * every tuning iteration updates the feature mean/covariance (Welford, ``O(D^2)``) and
       offers the point to a uniform reservoir subsample of fixed size ``n_bandwidth``;
     * the proposals use a snapshot of ``C`` taken every 100 tuning iterations and at every
-      refresh, so that between snapshots the proposal at the current point is reused and
-      an iteration costs one Jacobian product (at the proposed point) instead of two.  The
-      points of the iterations between snapshots enter the moments in one batch at the
-      snapshot, each distinct point once with its multiplicity (a rejection repeats the
-      position: at the acceptance target three iterations in four add no new point), their
-      features computed together, then Chan et al.'s weighted pairwise update (one BLAS
-      product instead of 100 rank-one updates; the moments are those of every iteration).
-      The snapshot is factorised once, when a proposal first needs it;
+      refresh, so that between snapshots the proposal at the current point is reused (one
+      Jacobian product per iteration, at the proposed point).  The points of the iterations
+      between snapshots enter the moments in one batch at the snapshot, each distinct point
+      once with its multiplicity (a rejection repeats the position), by Chan et al.'s
+      weighted pairwise update: the moments are those of every iteration.  The snapshot is
+      factorised once, when a proposal first needs it;
     * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
       the median heuristic is recomputed on the reservoir.  Only if it moved by more than
       20 % (``BANDWIDTH_TOLERANCE``; in practice while the chain is still in its transient)
@@ -149,7 +146,7 @@ class FastKameleonStep(LocalGaussianStep):
       is then the covariance over the whole history since the bandwidth settled, as in the
       dissertation.  Restarting at every refresh would leave much of the weight of ``C``
       on the last 1000 consecutive points, the few effective samples of one region of the
-      target (measured in ``docs/algorithms/fkamh.md``);
+      target (``docs/algorithms/fkamh.md``);
     * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
       dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
       ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``);
@@ -169,10 +166,9 @@ class FastKameleonStep(LocalGaussianStep):
     n_features : int, optional
         Number of random Fourier features ``D``; default :func:`default_n_features`:
         ``50 d`` clipped to ``[200, 500]`` (400 for the 8-d bananas).  The proposal covariance
-        is made of random-feature kernel *gradients*, whose error grows like ``sqrt(d / D)``:
-        with ``D = 200`` on the 8-d bananas the proposal was up to 4.4 times too wide in some
-        direction and F-KAMH mixed at half of KAMH's ESS per iteration
-        (``docs/benchmarks/fkamh_features.md``).  The dissertation found ``D < 50`` poor.
+        is made of random-feature kernel *gradients*, whose error grows like ``sqrt(d / D)``
+        (too few features give too wide proposals: ``docs/benchmarks/fkamh_features.md``).
+        The dissertation found ``D < 50`` poor.
         The cost per iteration is ``O(r D d)``.
     trace_tolerance : float, default 0.03
         Share of the trace of the feature covariance ``C`` that its discarded eigenpairs may
@@ -390,9 +386,10 @@ class FastKameleonStep(LocalGaussianStep):
 
         While tuning with ``trace_tolerance > 0`` (and not ``exact``) it is one warm-started
         subspace iteration (:func:`~pymc_kameleon.math.linalg.refine_lowrank_root`,
-        ``O(D^2 k)``) instead of a full eigendecomposition (``O(D^3)``, about 20 ms at
-        ``D = 500``, which at every snapshot would cost more than the proposals); only the
-        first factor is exact, later ones follow the basis, also across restarts.
+        ``O(D^2 k)``) instead of a full eigendecomposition (``O(D^3)``, which at every
+        snapshot would cost more than the proposals: ``docs/benchmarks/fkamh_rank.md``,
+        "Cost"); only the first factor is exact, later ones follow the basis, also across
+        restarts.
         When the rank exceeds the number of frequencies, the folded product of ``R^T R``
         (``C`` itself when nothing is truncated) is the cheaper one and is kept in ``folded``.
         """

@@ -16,8 +16,8 @@ from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
 __all__ = ["KameleonStep"]
 
-# distinct subsample points the median heuristic uses: its O(n^2) pairwise distances were
-# a quarter of a tuning run's time with n = 1000 (refreshes come every 100 iterations)
+# distinct subsample points the median heuristic uses: its pairwise distances cost O(n^2)
+# at every refresh (every 100 tuning iterations); timing in docs/changelog.md, issue 44
 _BANDWIDTH_POINTS = 500
 
 

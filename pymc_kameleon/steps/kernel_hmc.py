@@ -650,7 +650,7 @@ class KernelHMCStep(BaseKernelStep):
         a.trial = None
         a.pending = []
         if self._warm.phase == "kernel" and a.current.estimator is None:
-            # the user asked for kernel HMC and gets a random walk: say so (issue 46)
+            # the user asked for kernel HMC and gets a random walk: say so
             warnings.warn(
                 f"KernelHMCStep{self.var_names}: no score-matching surrogate beat the random "
                 "walk while tuning, so the chain samples as the preconditioned random walk "
