@@ -8,7 +8,7 @@
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
-from .steps.evaluations import LogDensityError
+from .steps.evaluations import LogDensityError, StartError
 
 __all__ = [
     "FastKameleonStep",
@@ -18,6 +18,7 @@ __all__ = [
     "LogDensityError",
     "PseudoMarginalWarning",
     "RandomWalkStep",
+    "StartError",
     "pseudo_marginal_potential",
 ]
 __version__ = "0.1.0.dev0"

@@ -45,6 +45,7 @@ __all__ = [
     "group_dataset",
     "logp_compile_kwargs",
     "max_rhat",
+    "receiving_parallel_draw",
     "start_chain",
     "summary_table",
 ]
@@ -190,6 +191,30 @@ def caller_tuning_draws() -> int | None:
             return int(tune) if isinstance(tune, int | np.integer) else None
         frame = frame.f_back
     return None
+
+
+def receiving_parallel_draw() -> bool:
+    """Whether PyMC's parallel sampler (``pm.sample(cores>1)``) is receiving a message from
+    a chain's process on the call stack, in the main process.
+
+    A bad starting point is found by the step, at the chain's first draw, in the chain's
+    process; PyMC wraps every error a chain process sends in ``ParallelSamplingError``.
+    ``pm.sample`` checks the starting points in the main process only for its own NUTS
+    initialisation, and calls no method of a step passed as ``step=`` with the chains'
+    starting points before the chain processes start.  So
+    :class:`~pymc_kameleon.steps.evaluations.StartError` raises itself, as a
+    ``SamplingError``, while this is true: when PyMC unpickles it in
+    ``ProcessAdapter.recv_draw`` (PyMC 5 and 6), where PyMC would raise the wrapper, the
+    message has been read in full and PyMC's context managers end the chains as for any
+    error.  Read from the call stack because PyMC has no public hook there.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_globals.get("__name__") == "pymc.sampling.parallel"
+                and frame.f_code.co_name == "recv_draw"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 # ----------------------------------------------------------------------------- ArviZ

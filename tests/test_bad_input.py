@@ -1,9 +1,11 @@
 """Bad input and PyMC's contract (issue 45): NaN log densities, failing estimators, integral
-arguments, the noise probe at the start, and the tuned ``scaling`` at the end of tuning."""
+arguments, the noise probe at the start, a bad initial point with ``cores=2``, and the tuned
+``scaling`` at the end of tuning."""
 
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pymc as pm
@@ -11,6 +13,7 @@ import pytensor.tensor as pt
 import pytest
 from checks import BACKENDS, SAMPLERS, sample
 from pymc.exceptions import SamplingError
+from pymc.sampling.parallel import ParallelSamplingError
 from pymc.step_methods.compound import BlockedStep
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
@@ -22,7 +25,7 @@ from pymc_kameleon import (
     pseudo_marginal_potential,
 )
 from pymc_kameleon.compat import group_dataset
-from pymc_kameleon.steps.evaluations import LogDensityError
+from pymc_kameleon.steps.evaluations import LogDensityError, StartError
 from pymc_kameleon.validation import check_integral
 
 #: PyMC >= 6 tells a step the chain's length (``setup_chain``); PyMC 5 does not.
@@ -231,6 +234,43 @@ def test_an_estimator_is_noisy_by_construction():
         step = RandomWalkStep()
     step.step({"mu": np.array(0.1)})
     assert step._warm.noisy and not step._warm.laplace
+
+
+# ----------------------------------------------------------------------- bad initial point
+#: PyMC's ``test_bad_init_parallel`` model: the initval -1 is outside HalfNormal's support.
+#: Per chain: chain 0 starts well, chain 1 does not (the model's initval is then 0.5).
+BAD_INIT = {"model": (-1.0, None), "per-chain initvals": (0.5, [{"a": 0.5}, {"a": -1.0}])}
+
+
+@pytest.mark.parametrize("where", list(BAD_INIT))
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_bad_initial_point_with_two_cores_is_a_sampling_error(name, where):
+    """PyMC's ``test_bad_init_parallel`` with our step as ``step=``: a ``SamplingError`` in
+    the main process (not PyMC's ``ParallelSamplingError`` wrapper) with PyMC's message:
+    the starting values and the terms whose log density is not finite, and the chain."""
+    initval, initvals = BAD_INIT[where]
+    with pm.Model():
+        pm.HalfNormal("a", sigma=1, initval=initval, default_transform=None)
+        step = SAMPLERS[name]()
+        with pytest.raises(SamplingError, match="Initial evaluation") as info:
+            pm.sample(draws=20, tune=20, chains=2, cores=2, step=step, random_seed=1,
+                      initvals=initvals, **_QUIET)
+    assert not isinstance(info.value, ParallelSamplingError)
+    message = str(info.value)
+    assert "{'a': array(-1.)}" in message and "{'a': " in message.split("Logp")[1]
+    assert "-inf" in message.split("Logp")[1]
+    if initvals is not None:
+        assert "at the start of chain 1" in message
+    # the chain process's traceback comes along, as in PyMC's wrapper
+    assert "_raise_bad_start" in str(info.value.__cause__)
+
+
+def test_a_start_error_unpickles_as_an_exception_elsewhere():
+    """Only PyMC's parallel sampler receiving it makes the error raise itself: a pickled
+    copy elsewhere (e.g. a Dask client) is an ordinary exception."""
+    error = StartError("Initial evaluation of model at starting point failed!")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is StartError and copy.args == error.args
 
 
 # ----------------------------------------------------------------------- tuned scaling

@@ -76,7 +76,7 @@ from ..pseudo_marginal import (
     set_estimator_states,
 )
 from ..validation import check_integral
-from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .evaluations import FailedEvaluations, LogDensityError, StartError, check_on_error
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
@@ -747,14 +747,17 @@ class BaseKernelStep(ArrayStepShared):
     def _raise_bad_start(self, x: np.ndarray, point) -> None:
         q = RaveledVars(x, self._q0_info)
         full = DictToArrayBijection.rmap(q, start_point=dict(point))
-        self._model.check_start_vals(full)  # raises PyMC's SamplingError with the details
-        raise SamplingError(
+        step = f"{type(self).__name__}{list(self.var_names)}"
+        try:
+            self._model.check_start_vals(full)  # PyMC's message: the terms not finite
+        except SamplingError as exc:
+            raise StartError.at_start(step, str(exc)) from None
+        raise StartError.at_start(step,
             "Initial evaluation of model at starting point failed!\n"
             f"Starting values:\n{full}\n\n"
-            f"{type(self).__name__}: the log density of the block {self.var_names} is not "
-            "finite there although no single term is (a likelihood estimator that keeps "
-            "returning zero, or a potential). Choose another start (initvals=...)."
-        )
+            "The log density of the block is not finite there although no single term "
+            "is (a likelihood estimator that keeps returning zero, or a potential). "
+            "Choose another start (initvals=...).")
 
     def _remember(self, new: RaveledVars, point) -> None:
         """Key the stored value on the full point PyMC will pass next, and share it."""

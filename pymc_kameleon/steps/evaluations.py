@@ -5,19 +5,23 @@ A NaN log density (e.g. an ODE solver that fails in part of the space) and, with
 that fails now and then) are rejections of the proposal, as a value of ``-inf`` is.  Unlike
 ``-inf`` they are not silent: they change the target (see ``docs/robustness.md``), so each
 chain counts them (the sample stats ``n_nan`` and ``n_errors``) and reports once, through
-PyMC's ``warning`` sample stat, how many there were and where.
+PyMC's ``warning`` sample stat, how many there were and where.  A log density that is not
+finite at a chain's starting point stops sampling with :class:`StartError`.
 """
 
 from __future__ import annotations
 
 import sys
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
 from pymc.exceptions import SamplingError
 from pymc.stats.convergence import SamplerWarning, WarningType
 
-__all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "check_on_error"]
+from ..compat import receiving_parallel_draw
+
+__all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "StartError", "check_on_error"]
 
 #: What a step does when the log density raises (the ``on_error`` argument).
 ON_ERROR = ("raise", "reject")
@@ -30,6 +34,45 @@ class LogDensityError(SamplingError):
     ``__cause__`` (as PyTensor re-raised it: same type, message extended with the Op).
     A subclass of PyMC's :class:`~pymc.exceptions.SamplingError`.
     """
+
+
+class StartError(SamplingError):
+    """The model's log density is not finite at a chain's starting point.
+
+    Raised at the first draw of the chain, with PyMC's message (the starting values and
+    the terms of the log density that are not finite) and the chain.  A subclass of PyMC's
+    :class:`~pymc.exceptions.SamplingError`, also with ``pm.sample(cores=2)``: PyMC wraps
+    an error sent by a chain's process in ``ParallelSamplingError``, so this one raises
+    itself in the main process while it is received there (see
+    :func:`pymc_kameleon.compat.receiving_parallel_draw`), with the chain process's
+    traceback as its ``__cause__``.  Elsewhere (e.g. a Dask client) it unpickles as an
+    ordinary exception.
+    """
+
+    @classmethod
+    def at_start(cls, step: str, message: str) -> StartError:
+        """The error of ``step`` (its name and variables), naming the chain if known."""
+        return cls(f"{message}\n{step}: at the start of {_chain() or 'the chain'}.")
+
+    def __reduce__(self):
+        remote = "".join(traceback.format_exception(type(self), self, self.__traceback__))
+        return _rebuild_start_error, (type(self), self.args, remote)
+
+
+class ChainProcessTraceback(Exception):
+    """The traceback of an error in a chain's process (the ``__cause__`` of the error)."""
+
+    def __str__(self) -> str:
+        return f"\n\"\"\"\n{self.args[0]}\"\"\""
+
+
+def _rebuild_start_error(cls: type[StartError], args: tuple, remote: str) -> StartError:
+    """Unpickle a :class:`StartError`; raise it if PyMC's parallel sampler is receiving it
+    from a chain's process (it would otherwise become a ``ParallelSamplingError``)."""
+    error = cls(*args)
+    if receiving_parallel_draw():
+        raise error from ChainProcessTraceback(remote)
+    return error
 
 
 def check_on_error(value: str) -> str:
