@@ -149,15 +149,17 @@ def test_pk_reference_model_has_the_same_posterior(broken, monkeypatch):
 
     if broken:
         monkeypatch.setattr(hm, "PK_RK4_STEPS", 2)
-    logp = MODELS["pk"].factory().compile_logp()
-    ref_logp = MODELS["pk"].reference_factory().compile_logp()
+    logp = hm.pk_model().compile_logp()
+    ref_logp = hm.pk_model_differentiable().compile_logp()
     diffs = [float(logp(p)) - float(ref_logp(p)) for p in _pk_points(8)]
     assert (np.max(np.abs(diffs)) < 1e-6) != broken, diffs
 
 
 def test_pk_reference_gradient_matches_finite_differences():
     """The sensitivity equations' gradient is the derivative of the RK4 log density."""
-    model = MODELS["pk"].reference_factory()
+    from benchmarks.suite.hard_models import pk_model_differentiable
+
+    model = pk_model_differentiable()
     logp, dlogp = model.compile_logp(), model.compile_dlogp()
     names = [v.name for v in model.value_vars]
     for point in _pk_points(3):
@@ -176,16 +178,16 @@ def test_gp_noncentred_reference_has_the_same_posterior(broken):
     ``log det L`` (the Jacobian of ``f = L z``), to 1e-4 (the correlation matrix's
     condition number reaches ~1e6 at long lengthscales); without the Jacobian (broken)
     they differ by O(1), so the check can fail."""
-    from benchmarks.suite.hard_models import GP_X, _gp_correlation
+    from benchmarks.suite import hard_models as hm
 
-    spec = MODELS["gp-poisson"]
-    logp, ref_logp = spec.factory().compile_logp(), spec.reference_factory().compile_logp()
+    logp = hm.gp_poisson_model().compile_logp()
+    ref_logp = hm.gp_poisson_noncentred().compile_logp()
     rng = np.random.default_rng(2)
     diffs = []
     for _ in range(6):
         log_amp, log_ls = rng.normal(0.0, 0.7), rng.normal(np.log(2.0), 0.3)
-        chol = np.exp(log_amp) * np.linalg.cholesky(_gp_correlation(np.exp(log_ls)).eval())
-        f = rng.normal(0.0, 0.5, GP_X.size)
+        chol = np.exp(log_amp) * np.linalg.cholesky(hm._gp_correlation(np.exp(log_ls)).eval())
+        f = rng.normal(0.0, 0.5, hm.GP_X.size)
         z = np.linalg.solve(chol, f)
         jacobian = 0.0 if broken else np.sum(np.log(np.diag(chol)))
         diffs.append(float(logp({"log_amp": log_amp, "log_ls": log_ls, "f": f}))
