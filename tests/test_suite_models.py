@@ -87,8 +87,9 @@ def test_centred_radon_warmup_does_not_start_in_the_funnels_neck():
 def test_metadata_marks_flower_multimodal_and_the_expensive_models():
     assert [n for n, s in MODELS.items() if s.multimodal] == ["flower"]
     assert {n for n, s in MODELS.items() if not s.cheap} == {"lotka-volterra", "gp-glass",
-                                                               "hare-lynx"}
-    assert not MODELS["lotka-volterra"].has_gradient and not MODELS["hare-lynx"].has_gradient
+                                                               "hare-lynx", "pk"}
+    assert {n for n, s in MODELS.items() if not s.has_gradient} == {
+        "lotka-volterra", "gp-glass", "hare-lynx", "pk"}
 
 
 @pytest.mark.parametrize("name", ["years", "collinear"])
@@ -114,6 +115,101 @@ def test_reference_parametrisation_has_the_same_posterior(name):
             ref_point["z"] = np.linalg.solve(collinear_whitening(), coef)
         diffs.append(float(logp(point)) - float(ref_logp(ref_point)))
     assert np.ptp(diffs) < 1e-6 * max(1.0, abs(diffs[0])), diffs
+
+
+def test_hard_model_data_are_the_documented_simulations():
+    """The constants typed into hard_models.py are what their seeds and true values give;
+    the PK concentrations stay below Km (only Vm / Km is pinned by the data)."""
+    from benchmarks.suite import hard_models as hm
+
+    np.testing.assert_array_equal(hm.pk_simulate(), hm.PK_CONC)
+    np.testing.assert_array_equal(hm.gp_simulate(), hm.GP_COUNTS)
+    assert hm.PK_CONC.max() < hm.PK_TRUE[2] / 4
+
+
+def _pk_points(n: int) -> list[dict]:
+    """Points around the PK posterior's bulk and along its arm (Km, Vm up together)."""
+    rng = np.random.default_rng(1)
+    base = {"log_ka": 0.0, "log_Vm": np.log(9.0), "log_Km": np.log(30.0),
+            "log_sigma": np.log(0.1)}
+    points = []
+    for _ in range(n):
+        up = rng.uniform(-1.0, 2.0)
+        points.append({k: v + rng.normal(0.0, 0.2) + (up if k in ("log_Vm", "log_Km") else 0)
+                       for k, v in base.items()})
+    return points
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_pk_reference_model_has_the_same_posterior(broken, monkeypatch):
+    """NUTS's RK4-with-sensitivities version of the PK model and the black-box ``odeint``
+    model agree to 1e-6 in log density; with an RK4 of 2 steps per quarter hour (a broken
+    reference) they do not, so the check can fail."""
+    from benchmarks.suite import hard_models as hm
+
+    if broken:
+        monkeypatch.setattr(hm, "PK_RK4_STEPS", 2)
+    logp = hm.pk_model().compile_logp()
+    ref_logp = hm.pk_model_differentiable().compile_logp()
+    diffs = [float(logp(p)) - float(ref_logp(p)) for p in _pk_points(8)]
+    assert (np.max(np.abs(diffs)) < 1e-6) != broken, diffs
+
+
+def test_pk_reference_gradient_matches_finite_differences():
+    """The sensitivity equations' gradient is the derivative of the RK4 log density."""
+    from benchmarks.suite.hard_models import pk_model_differentiable
+
+    model = pk_model_differentiable()
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    names = [v.name for v in model.value_vars]
+    for point in _pk_points(3):
+        grad = dlogp(point)
+        for i, name in enumerate(names):
+            h = 1e-5
+            up, down = dict(point), dict(point)
+            up[name], down[name] = point[name] + h, point[name] - h
+            fd = (float(logp(up)) - float(logp(down))) / (2 * h)
+            assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-4), (name, grad[i], fd)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_gp_noncentred_reference_has_the_same_posterior(broken):
+    """The non-centred GP model's density in ``z = L^-1 f`` is the centred one's plus
+    ``log det L`` (the Jacobian of ``f = L z``), to 1e-4 (the correlation matrix's
+    condition number reaches ~1e6 at long lengthscales); without the Jacobian (broken)
+    they differ by O(1), so the check can fail."""
+    from benchmarks.suite import hard_models as hm
+
+    logp = hm.gp_poisson_model().compile_logp()
+    ref_logp = hm.gp_poisson_noncentred().compile_logp()
+    rng = np.random.default_rng(2)
+    diffs = []
+    for _ in range(6):
+        log_amp, log_ls = rng.normal(0.0, 0.7), rng.normal(np.log(2.0), 0.3)
+        chol = np.exp(log_amp) * np.linalg.cholesky(hm._gp_correlation(np.exp(log_ls)).eval())
+        f = rng.normal(0.0, 0.5, hm.GP_X.size)
+        z = np.linalg.solve(chol, f)
+        jacobian = 0.0 if broken else np.sum(np.log(np.diag(chol)))
+        diffs.append(float(logp({"log_amp": log_amp, "log_ls": log_ls, "f": f}))
+                     - float(ref_logp({"log_amp": log_amp, "log_ls": log_ls, "z": z}))
+                     + jacobian)
+    assert (np.max(np.abs(diffs)) < 1e-4) != broken, diffs
+
+
+@pytest.mark.xfail(strict=True, reason="the pk reference (4 x 1250 NUTS draws, all the "
+                   "deadline allowed) does not hold its 99.9 % quantile: log_Km 5.32 vs 6.07 "
+                   "between the halves of its chains; remake it with --draws 5000")
+def test_pk_reference_holds_its_tails():
+    """The PK reference's 0.1 % and 99.9 % quantiles agree between the two halves of its
+    chains within 0.15 of its sd (the arm's tail is the point of the model)."""
+    ref = load_reference("pk")
+    q1, q2 = (np.asarray(q) for q in ref.meta["tail_quantiles_halves"])
+    assert np.all(np.abs(q1 - q2) < 0.15 * ref.sd), (q1, q2, ref.sd)
+    assert ref.meta["divergences"] <= 4
+
+
+def test_gp_poisson_reference_has_few_divergences():
+    assert load_reference("gp-poisson").meta["divergences"] <= 4
 
 
 def test_reference_files_are_small():
@@ -410,6 +506,7 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     assert not errors
     for r in results:
         assert r.evals > 0 and r.wall > 0 and r.accuracy["min_ess_bulk"] > 0
+        assert np.shape(r.tail_quantiles) == (2, MODELS[r.model].dim)
     runs = {(r.model, r.sampler): r for r in results}
     # d = 5 MH iterations per draw, plus the start and the Laplace start from 5 points in
     # the first draw of each chain; the counting potential agrees with the n_evals stat

@@ -47,7 +47,11 @@ from .hard_models import (
     HARE_LYNX_START,
     collinear_regression_model,
     collinear_regression_whitened,
+    gp_poisson_model,
+    gp_poisson_noncentred,
     hare_lynx_model,
+    pk_model,
+    pk_model_differentiable,
     years_regression_centred,
     years_regression_model,
 )
@@ -394,5 +398,15 @@ MODELS: dict[str, ModelSpec] = {
               "NUTS on whitened coefficients (the same posterior)",
               hard="correlations up to 0.999 between coefficients",
               reference_factory=collinear_regression_whitened),
+        _spec("pk", "PK ODE: oral dose, Michaelis-Menten elimination (black box, d = 4)",
+              pk_model, 4, False, False, "nuts",
+              "NUTS on the same ODE by RK4 with forward sensitivities (same posterior)",
+              hard="concentrations below Km: a long curved arm where Km and Vm grow together",
+              reference_factory=pk_model_differentiable, reference_target_accept=0.95),
+        _spec("gp-poisson", "latent GP Poisson regression, 11 periods, centred (d = 13)",
+              gp_poisson_model, 13, True, True, "nuts",
+              "NUTS on the non-centred model (f deterministic)",
+              hard="funnel between the GP amplitude and the 11 latent values",
+              reference_factory=gp_poisson_noncentred, reference_target_accept=0.99),
     )
 }

@@ -9,7 +9,9 @@ A reference stores, per scalar of the model's free variables (constrained space,
 :func:`benchmarks.suite.models.free_var_labels`), the posterior mean and sd, how they were
 made (method, command, date, seconds, versions, and for MCMC references the reference's own
 max R-hat, min bulk ESS and divergences) and, except for analytic references, 500 thinned
-draws (float32, evenly spaced over all chains).  Methods (``ModelSpec.reference``):
+draws (float32, evenly spaced over all chains); MCMC references also keep the 0.1 % and
+99.9 % quantiles per scalar, over all chains and over each half of them.  Methods
+(``ModelSpec.reference``):
 
 * ``analytic``: closed form (:mod:`benchmarks.suite.analytic`);
 * ``exact``: 200k i.i.d. draws of an exact sampler (flower);
@@ -96,11 +98,24 @@ def _thin(draws: np.ndarray) -> np.ndarray:
     return flat[idx]
 
 
+#: Tail quantiles kept in an MCMC reference's meta, over all draws and over each half of
+#: the chains (their agreement says whether the reference holds its tails).
+TAIL_QUANTILES = (0.001, 0.999)
+
+
+def tail_quantiles(draws: np.ndarray) -> list[list[float]]:
+    """:data:`TAIL_QUANTILES` per scalar of ``draws (chains, draws, k)``, shape ``(2, k)``."""
+    return np.quantile(draws.reshape(-1, draws.shape[-1]), TAIL_QUANTILES, axis=0).tolist()
+
+
 def _from_chains(draws: np.ndarray, meta: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     diag = diagnostics(draws)
+    half = draws.shape[0] // 2
     meta.update(max_rhat=float(np.max(diag.rhat)), min_ess_bulk=float(np.min(diag.ess_bulk)),
                 min_ess_tail=float(np.min(diag.ess_tail)), chains=int(draws.shape[0]),
-                draws_per_chain=int(draws.shape[1]))
+                draws_per_chain=int(draws.shape[1]), tail_quantiles=tail_quantiles(draws),
+                tail_quantiles_halves=[tail_quantiles(draws[:half]),
+                                       tail_quantiles(draws[half:])])
     return diag.mean, diag.sd, _thin(draws)
 
 

@@ -31,7 +31,7 @@ from ..common import SamplerSpec, quiet_pymc
 from .counting import add_counter
 from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
-from .reference import Reference
+from .reference import Reference, tail_quantiles
 
 __all__ = ["DEFAULT_SAMPLERS", "SAMPLERS", "RunResult", "run_one", "warm_up"]
 
@@ -71,7 +71,8 @@ class RunResult:
     ``error`` is set (and the metrics are missing) when the run failed; ``skipped`` when it
     was not run.  ``stat_evals_per_draw`` is the mean of the step's own ``n_evals`` sample
     stat over the kept draws, when the step reports one (a cross-check of the counter, not
-    relied on).
+    relied on).  ``tail_quantiles``: the 0.1 % and 99.9 % quantiles per scalar (shape
+    ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds.
     """
 
     model: str
@@ -88,6 +89,7 @@ class RunResult:
     nuts_steps: int | None = None
     stat_evals_per_draw: float | None = None
     accuracy: dict = field(default_factory=dict)
+    tail_quantiles: list | None = None
     error: str | None = None
     skipped: str | None = None
 
@@ -219,7 +221,9 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
         if sampler_spec.gradient:
             result.divergences = int(np.asarray(stats["diverging"].values).sum())
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())
-        diag = diagnostics(stack_posterior(idata.posterior, names))
+        draws = stack_posterior(idata.posterior, names)
+        result.tail_quantiles = tail_quantiles(draws)
+        diag = diagnostics(draws)
         result.accuracy = accuracy(diag, reference.mean, reference.sd, labels).to_dict()
     except Exception as err:  # one failing run must not abort the suite
         last = traceback.format_exception_only(type(err), err)[-1].strip()
