@@ -7,9 +7,10 @@
 * the chain state (position, *stored* log density) and the estimate shared with the other
   steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
   sampling with a likelihood estimator stays exact;
-* the scale-aware warm-up (:mod:`pymc_kameleon.adaptation.warmup`): a gradient-free Laplace
-  start, then a preconditioned random walk that learns location and scale of the posterior
-  in growing windows; afterwards the sampler works in whitened coordinates ``u``;
+* the start of a chain (noise check, gradient-free Laplace start) and the warm-up kernel
+  (:mod:`pymc_kameleon.adaptation.warmup_kernel`), a preconditioned random walk that learns
+  location and scale of the posterior in growing windows; afterwards the sampler works in
+  the warm-up's whitened coordinates ``u``;
 * several Metropolis-Hastings iterations per PyMC draw (``n_steps``), each with one
   log-density evaluation, and the MH decision from a :class:`Proposal`;
 * stats (PyMC's convention for tuned values), ``stop_tuning`` / ``reset_tuning``,
@@ -57,15 +58,9 @@ from pymc.vartypes import discrete_types
 from rich.progress import TextColumn
 from rich.table import Column
 
-from ..adaptation import RobbinsMonro
 from ..adaptation.laplace import laplace_start
-from ..adaptation.warmup import (
-    AffineMap,
-    NoiseCeiling,
-    WindowMoments,
-    regularised_covariance,
-    window_ends,
-)
+from ..adaptation.warmup import AffineMap
+from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
@@ -80,10 +75,9 @@ from .evaluations import FailedEvaluations, LogDensityError, check_on_error
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
-__all__ = ["BaseKernelStep", "ChainState", "Proposal"]
+__all__ = ["BaseKernelStep", "ChainState", "Proposal", "random_walk_target"]
 
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
-_PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
 _LAPLACE_MAX_DIM = 100
 _NOISE_PROBES = 3  # evaluations at the start beyond the first two (see _probe_noise)
 # Fewest iterations per draw by default.  A draw costs as much as two to four iterations
@@ -118,29 +112,36 @@ class Proposal:
 
 
 @dataclass
-class WarmupState:
-    """Per-chain state of the warm-up and of the chain itself (everything but the sampler)."""
+class ChainRecord:
+    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
 
     x: np.ndarray | None = None  # position in model coordinates
     logp: float = float("nan")
     key: bytes = b""  # full point (all model variables) the stored value belongs to
     data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
-    precond: AffineMap | None = None
-    phase: str = "warmup"  # "warmup" (preconditioned random walk) or "kernel"
+    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
+    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
     draw: int = 0  # tuning draws done
-    rw: RobbinsMonro | None = None
-    window: WindowMoments | None = None
-    window_index: int = 0
-    prior_cov: np.ndarray | None = None
-    prior_n: float = 0.0
-    laplace: bool = False
     start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
     noisy: bool = False
-    noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
     work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
-    accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
+    accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+
+    @property
+    def precond(self) -> AffineMap:
+        """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
+        return self.walk.precond
+
+    @precond.setter
+    def precond(self, value: AffineMap) -> None:
+        self.walk.precond = value
+
+    @property
+    def laplace(self) -> bool:
+        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
+        return self.walk.laplace
 
 
 class BaseKernelStep(ArrayStepShared):
@@ -259,7 +260,7 @@ class BaseKernelStep(ArrayStepShared):
         blocked: bool = True,
     ):
         model = pm.modelcontext(model)
-        self._warm = WarmupState()
+        self._warm = ChainRecord()
         if initial_point is None:
             initial_point = model.initial_point()
         if vars is None:
@@ -301,6 +302,8 @@ class BaseKernelStep(ArrayStepShared):
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        self._walk = WarmupKernel(self.dim, **self._warmup_config(),
+                                  to_the_end=not self._has_kernel_phase)
         self.reset_tuning()
 
     @property
@@ -354,7 +357,8 @@ class BaseKernelStep(ArrayStepShared):
         """
 
     def _warmup_config(self) -> dict[str, Any]:
-        """Initial scale and shape, target, gain exponent and switch of the warm-up walk."""
+        """Initial scale and shape, target, gain exponent and switch of the warm-up walk
+        (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
         return {"scale": None, "cov": None, "target": random_walk_target(self.dim),
                 "exponent": 0.6, "adapt": True}
 
@@ -393,6 +397,8 @@ class BaseKernelStep(ArrayStepShared):
         if self.tune:
             self._warn_if_sampler_never_started()
             self._on_stop_tuning()
+            if self._warm.walk is not None and self._warm.phase == "warmup":
+                self._walk.final(self._warm.walk)
         self.tune = False
 
     def _warn_if_sampler_never_started(self) -> None:
@@ -420,7 +426,7 @@ class BaseKernelStep(ArrayStepShared):
     def reset_tuning(self) -> None:
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
-        self._warm = WarmupState()
+        self._warm = ChainRecord()
         self._failed = FailedEvaluations()
         self.tune = True
 
@@ -469,31 +475,24 @@ class BaseKernelStep(ArrayStepShared):
         kernel = w.phase == "kernel"
         n_steps = self.n_steps  # fixed within a draw
         with np.errstate(all="ignore"):  # once per draw, not per iteration
-            for _ in range(n_steps):
-                probe = (not kernel and w.noisy and self.tune
-                         and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
+            for _ in range(n_steps):  # propose -> MH -> adapt
+                probe = not kernel and self.tune and self._walk.probe(w.iteration, w.noisy)
                 if kernel:
                     proposal, info = self._propose(state)
-                elif probe:
-                    proposal = Proposal(state.position.copy(), 0.0)
                 else:
-                    step = w.rw.value * self.rng.standard_normal(self.dim)
-                    proposal = Proposal(state.position + step, 0.0)
+                    proposal = self._walk_proposal(state, probe)
                 state, accept_prob, accepted, evaluated = self._mh(state, proposal)
                 evals += evaluated
                 accept_sum += accept_prob
                 moves += accepted
                 if self.tune:
                     w.iteration += 1
-                    if kernel:  # the warm-up windows are closed: no moments to keep
+                    if not probe:  # a probe's acceptance measures the noise, not a proposal
                         w.accepts.append(accept_prob)
+                    if kernel:
                         self._adapt_step(state, accept_prob)
-                        continue
-                    if probe:
-                        w.noise.add(accept_prob)
                     else:
-                        w.accepts.append(accept_prob)
-                    w.window.add(w.x, accepted)
+                        self._walk.update(w.walk, w.x, accept_prob, accepted, probe)
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
@@ -512,6 +511,11 @@ class BaseKernelStep(ArrayStepShared):
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         self._remember(new, point)
         return new, [stats]
+
+    def _walk_proposal(self, state: ChainState, probe: bool = False) -> Proposal:
+        """The warm-up kernel's proposal from ``state`` (symmetric: log correction 0)."""
+        return Proposal(self._walk.propose(self._warm.walk, state.position, self.rng, probe),
+                        0.0)
 
     def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
         """One Metropolis-Hastings decision; updates the stored model-space position."""
@@ -670,16 +674,8 @@ class BaseKernelStep(ArrayStepShared):
             self._chain_tune = tune
         if self.tune and self._n_steps_given is None:
             w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
-        cfg = self._warmup_config()
-        if cfg["cov"] is None:
-            w.precond = AffineMap.identity(self.dim)
-        else:
-            w.precond = AffineMap.from_cov(np.zeros(self.dim), cfg["cov"])
-        s0 = self._rw_scale0
-        w.rw = RobbinsMonro(cfg["scale"] or s0, cfg["target"], cfg["exponent"],
-                            lower=1e-4 * s0, upper=100 * s0)
-        w.window = WindowMoments(self.dim)
-        if self.tune and cfg["adapt"] and self._use_laplace(w.noisy):
+        w.walk = self._walk.init()
+        if self.tune and self._walk.adapt and self._use_laplace(w.noisy):
             evals += self._laplace(x)
         return evals
 
@@ -711,8 +707,7 @@ class BaseKernelStep(ArrayStepShared):
             w.x, w.logp = mode, logp
             w.key = b""  # the point changed; the store is updated at the end of the draw
             w.start = res.start
-        w.precond = AffineMap.from_cov(w.x, res.cov)
-        w.prior_cov, w.prior_n, w.laplace = w.precond.cov, 20.0 * self.dim, True
+        self._walk.start_at(w.walk, w.x, res.cov)
         return res.n_evals + 1
 
     def _user_start(self, x: np.ndarray) -> bool:
@@ -763,7 +758,7 @@ class BaseKernelStep(ArrayStepShared):
         w.key = point_key(full) + w.data_key
         self._store.put(w.key, w.logp)
 
-    # ------------------------------------------------------------------ warm-up
+    # ------------------------------------------------------------------ adaptation
     def _tuning_draw_start(self) -> None:
         """Batched adaptation at a draw boundary (the first draw of a chain adapts nothing)."""
         w = self._warm
@@ -773,14 +768,15 @@ class BaseKernelStep(ArrayStepShared):
             if w.phase == "kernel":
                 mean = float(np.mean(w.accepts)) if w.accepts else float("nan")
                 self._begin_tuning_draw(mean)
-            elif self._warmup_config()["adapt"]:
-                target = w.noise.target(w.rw.target)
-                if w.accepts:
-                    w.rw.update(float(np.mean(w.accepts)), target=target)
-                self._warmup_windows()
-            elif self._has_kernel_phase and w.draw >= self._warmup_length():
-                w.phase = "kernel"
-                self._adapt = self._initial_adapt_state()
+            else:
+                info = self._walk.update_draw(w.walk, w.x, w.draw, self._warmup_length(),
+                                              w.accepts)
+                if info.new_window and w.work is not None:
+                    w.work.positions.clear()  # positions whitened by another map do not mix
+                if info.done:
+                    self._walk.final(w.walk)
+                    w.phase = "kernel"
+                    self._adapt = self._initial_adapt_state()
         w.accepts = []
         w.draw += 1
 
@@ -796,7 +792,7 @@ class BaseKernelStep(ArrayStepShared):
     @property
     def _rw_scale0(self) -> float:
         """Optimal random-walk scale on a standard Gaussian (whitened units)."""
-        return 2.38 / np.sqrt(self.dim)
+        return self._walk.scale0
 
     def _warmup_length(self) -> int:
         if self.warmup_draws is not None:
@@ -805,43 +801,9 @@ class BaseKernelStep(ArrayStepShared):
             return max(1, self._chain_tune // 2)
         return 500
 
-    def _warmup_windows(self) -> None:
-        """At a window end: new preconditioner; at the last one, hand over to the sampler."""
-        w = self._warm
-        length = self._warmup_length()
-        ends = list(window_ends(length))
-        if not self._has_kernel_phase:  # keep doubling windows for the whole tuning phase
-            while ends[-1] < w.draw:
-                ends.append(2 * ends[-1])
-        if w.draw not in ends:
-            return
-        self._update_preconditioner()
-        if self._has_kernel_phase and w.draw >= length:
-            w.phase = "kernel"
-            self._adapt = self._initial_adapt_state()
-
-    def _update_preconditioner(self) -> None:
-        w = self._warm
-        d = self.dim
-        s0 = self._rw_scale0
-        ratio = w.rw.value / s0
-        if w.laplace and w.window_index == 0 and not 0.2 < ratio < 5.0:
-            w.laplace, w.prior_cov = False, None  # the Laplace scale disagrees with the chain
-        if w.prior_cov is None or not w.laplace:
-            w.prior_cov, w.prior_n = ratio**2 * w.precond.cov, 2.0 * d
-        n_eff = w.window.n_moves / 2.0
-        cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
-        mean = w.window.mean if w.window.count else w.x
-        w.precond = AffineMap.from_cov(mean, cov)
-        if w.work is not None:  # positions whitened by another map do not mix
-            w.work.positions.clear()
-        w.window = WindowMoments(d)
-        w.window_index += 1
-        w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
-
     def _accept_target(self, target: float) -> float:
         """A sampler's acceptance target, lowered when estimator noise caps acceptance."""
-        return self._warm.noise.target(target)
+        return self._warm.walk.noise.target(target)
 
     # ------------------------------------------------------------------ progress bar
     @classmethod
@@ -886,12 +848,6 @@ def _prior_point_fn(model):
                                    return_transformed=True)
         _PRIOR_POINT_FNS[model] = fn
     return fn
-
-
-def random_walk_target(dim: int) -> float:
-    """Acceptance target of a random walk in ``dim`` dimensions: 0.44 in 1-d, 0.234 as
-    ``d`` grows (Roberts and Rosenthal, 2001), interpolated as ``0.234 + 0.206 / d``."""
-    return 0.234 + 0.206 / max(int(dim), 1)
 
 
 def _same(a: float, b: float) -> bool:
