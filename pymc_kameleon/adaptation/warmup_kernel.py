@@ -23,10 +23,8 @@ takes over; the step base (:mod:`pymc_kameleon.steps.base`) runs propose -> MH -
 
 References
 ----------
-- Stan Development Team. Stan Reference Manual, "HMC algorithm parameters: automatic
-  parameter tuning" (adaptation windows).
-- Haario, H., Saksman, E., Tamminen, J. (2001). An adaptive Metropolis algorithm.
-  Bernoulli 7(2), 223-242.
+The windows and their shrinkage: see :mod:`.warmup`.
+
 - Roberts, G. O., Rosenthal, J. S. (2001). Optimal scaling for various Metropolis-Hastings
   algorithms. Statistical Science 16(4) (scale ``2.38 / sqrt(d)``, acceptance targets).
 - Cabezas, A., et al. (2024). BlackJAX: composable Bayesian inference in JAX.

@@ -7,7 +7,8 @@
 * the chain state (position, *stored* log density) and the estimate shared with the other
   steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
   sampling with a likelihood estimator stays exact;
-* the start of a chain (noise check, gradient-free Laplace start) and the warm-up kernel
+* the start of a chain (noise check, gradient-free Laplace start:
+  :mod:`~pymc_kameleon.steps.start`) and the warm-up kernel
   (:mod:`pymc_kameleon.adaptation.warmup_kernel`), a preconditioned random walk that learns
   location and scale of the posterior in growing windows; afterwards the sampler works in
   the warm-up's whitened coordinates ``u``;
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +42,6 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.exceptions import SamplingError
-from pymc.initial_point import make_initial_point_fn
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.stats.convergence import SamplerWarning
@@ -58,11 +56,10 @@ from pymc.vartypes import discrete_types
 from rich.progress import TextColumn
 from rich.table import Column
 
-from ..adaptation.laplace import laplace_start
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
-from ..compat import caller_tuning_draws, logp_compile_kwargs
+from ..compat import logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
@@ -72,14 +69,13 @@ from ..pseudo_marginal import (
 )
 from ..validation import check_integral
 from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "random_walk_target"]
 
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
-_LAPLACE_MAX_DIM = 100
-_NOISE_PROBES = 3  # evaluations at the start beyond the first two (see _probe_noise)
 # Fewest iterations per draw by default.  A draw costs as much as two to four iterations
 # besides them (PyMC's loop, the stored value's key, the stats: 51-65 us against 26 us per
 # KAMH iteration and 13 us per random-walk iteration on a 2-d model, Python 3.11).  On
@@ -144,7 +140,7 @@ class ChainRecord:
         return self.walk.laplace
 
 
-class BaseKernelStep(ArrayStepShared):
+class BaseKernelStep(ChainStart, ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
 
     Parameters
@@ -617,140 +613,6 @@ class BaseKernelStep(ArrayStepShared):
             )
         return 1
 
-    def _probe_noise(self, x: np.ndarray, logp: float) -> tuple[bool, int]:
-        """Is a log density that gave ``logp`` twice at ``x`` noisy after all?  Return the
-        answer and the evaluations spent.
-
-        Two equal values do not show that a function is deterministic: an estimator may
-        repeat a value, or fail now and then; the Laplace start would then take finite
-        differences of noise.  So ``_NOISE_PROBES`` more at ``x`` and two at a point
-        nearby, where a deterministic function gives one value each (a few evaluations
-        against the Laplace start's hundreds).
-        """
-        nearby = self._round(x + 1e-3 * np.maximum(1.0, np.abs(x)))
-        here = [self._logp(x) for _ in range(_NOISE_PROBES)]
-        near = [self._logp(nearby) for _ in range(2)]
-        noisy = not all(_same(v, logp) for v in here) or not _same(*near)
-        return noisy, len(here) + len(near)
-
-    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None) -> int:
-        """First draw of a chain: value at the start, noise check, Laplace start, map."""
-        w = self._warm
-        evals = 0
-        if stored is not None:
-            logp = stored
-        else:
-            logp, evals = self._logp(x), 1
-        again = self._logp(x)
-        evals += 1
-        if stored is not None and not _same(again, stored):
-            # A stored value that a fresh evaluation does not reproduce: a likelihood estimate
-            # (another block's, to be kept: pseudo-marginal) or the value of a log density
-            # that has changed since (a term added to the model); a second evaluation tells
-            # them apart.  (Changed data are caught by the key's fingerprint.)
-            third = self._logp(x)
-            evals += 1
-            if _same(third, again):  # noise-free: the fresh value is the value
-                logp = again
-        w.noisy = not _same(again, logp)
-        # a non-finite value at the start: redraw (an estimate of zero, possibly twice in a
-        # row, which two equal values do not tell from a deterministic -inf)
-        for _ in range(10 if not np.isfinite(logp) else 0):
-            if np.isfinite(logp):
-                break
-            logp = again
-            again, evals = self._logp(x), evals + 1
-            w.noisy = w.noisy or not _same(again, logp)
-        if not np.isfinite(logp):
-            self._raise_bad_start(x, point)
-        if self._has_estimators:
-            w.noisy = True  # a likelihood estimator is noisy by construction
-        elif self.tune and not w.noisy:
-            noisy, n = self._probe_noise(x, logp)
-            w.noisy, evals = noisy, evals + n
-        w.x, w.logp, w.key = x, logp, key
-        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
-        if tune is not None:
-            self._chain_tune = tune
-        if self.tune and self._n_steps_given is None:
-            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
-        w.walk = self._walk.init()
-        if self.tune and self._walk.adapt and self._use_laplace(w.noisy):
-            evals += self._laplace(x)
-        return evals
-
-    def _use_laplace(self, noisy: bool) -> bool:
-        if self.laplace is None:
-            return not noisy and self.dim <= _LAPLACE_MAX_DIM
-        return bool(self.laplace) and not noisy
-
-    def _laplace(self, x: np.ndarray) -> int:
-        w = self._warm
-        user_start = self._user_start(x)
-        starts = [] if user_start else self._dispersed_starts(x)
-        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1), starts=starts)
-        if res.degenerate:
-            warnings.warn(
-                f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
-                f"mode ({res.degenerate}: a spike, an edge of the region where the log "
-                "density is finite, or a funnel where it grows without bound, as in a "
-                "centred hierarchical model); the warm-up starts from the initial point "
-                "instead.  For a funnel, a non-centred parameterisation usually helps.",
-                UserWarning, stacklevel=2)
-        if res.cov is None:
-            return res.n_evals
-        mode = self._round(res.mode)
-        logp = self._logp(mode)
-        # a chain the user started (initvals) begins there: the Laplace covariance is
-        # used, the mode is not
-        if not user_start and np.isfinite(logp) and logp >= w.logp:
-            w.x, w.logp = mode, logp
-            w.key = b""  # the point changed; the store is updated at the end of the draw
-            w.start = res.start
-        self._walk.start_at(w.walk, w.x, res.cov)
-        return res.n_evals + 1
-
-    def _user_start(self, x: np.ndarray) -> bool:
-        """Whether the chain starts where the user put it: ``initvals`` given to pm.sample
-        (a start other than the model's initial point) or an ``initval`` in the model."""
-        model = self._model
-        if any(model.rvs_to_initial_values.get(model.values_to_rvs[v]) is not None
-               for v in self.vars):
-            return True
-        if self._default_start is None:
-            ip = model.initial_point()
-            self._default_start = DictToArrayBijection.map(
-                {v.name: ip[v.name] for v in self.vars}).data.astype(float)
-        return not np.allclose(x, self._default_start, rtol=1e-12, atol=1e-12)
-
-    def _dispersed_starts(self, x: np.ndarray) -> list[np.ndarray]:
-        """``laplace_starts`` starting points for the optimiser: prior draws of the block
-        (unconstrained), or the start jittered by U(-2, 2) where the prior cannot be drawn
-        from (a flat prior)."""
-        n = self.laplace_starts
-        if n == 0:
-            return []
-        seeds = self.rng.integers(2**31, size=n)
-        try:
-            draw = _prior_point_fn(self._model)
-            return [DictToArrayBijection.map({v.name: draw(int(seed))[v.name]
-                                              for v in self.vars}).data.astype(float)
-                    for seed in seeds]
-        except Exception:  # e.g. "Cannot sample from flat variable"
-            return [x + self.rng.uniform(-2.0, 2.0, size=x.size) for _ in seeds]
-
-    def _raise_bad_start(self, x: np.ndarray, point) -> None:
-        q = RaveledVars(x, self._q0_info)
-        full = DictToArrayBijection.rmap(q, start_point=dict(point))
-        self._model.check_start_vals(full)  # raises PyMC's SamplingError with the details
-        raise SamplingError(
-            "Initial evaluation of model at starting point failed!\n"
-            f"Starting values:\n{full}\n\n"
-            f"{type(self).__name__}: the log density of the block {self.var_names} is not "
-            "finite there although no single term is (a likelihood estimator that keeps "
-            "returning zero, or a potential). Choose another start (initvals=...)."
-        )
-
     def _remember(self, new: RaveledVars, point) -> None:
         """Key the stored value on the full point PyMC will pass next, and share it."""
         full = DictToArrayBijection.rmap(new, start_point=dict(point))
@@ -834,25 +696,6 @@ def _progress_text(stat: str, value: float, tune: bool) -> str:
     if math.isnan(value):
         return "warm-up" if tune else "-"
     return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
-
-
-_PRIOR_POINT_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _prior_point_fn(model):
-    """A seeded function drawing every free variable from its prior (unconstrained values),
-    compiled once per model."""
-    fn = _PRIOR_POINT_FNS.get(model)
-    if fn is None:
-        fn = make_initial_point_fn(model=model, jitter_rvs=set(), default_strategy="prior",
-                                   return_transformed=True)
-        _PRIOR_POINT_FNS[model] = fn
-    return fn
-
-
-def _same(a: float, b: float) -> bool:
-    """Equal log densities, NaN equal to NaN (two evaluations of a noise-free density)."""
-    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _float32_slices(q0: RaveledVars) -> list[slice]:
