@@ -10,7 +10,8 @@
   noise-free anchor, so that an acceptance rate capped by likelihood-estimator noise cannot
   drive it to zero.
 
-The numerics of the warm-up shared by every step live in :mod:`.warmup` (whitening map,
+The warm-up shared by every step is the kernel of :mod:`.warmup_kernel` (init / propose /
+update / final on one chain's state); its numerics live in :mod:`.warmup` (whitening map,
 windows, regularised covariances, the acceptance ceiling of a noisy log density) and
 :mod:`.laplace` (the Laplace start and the importance-sampling check of its Gaussian).
 

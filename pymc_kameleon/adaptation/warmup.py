@@ -1,9 +1,9 @@
-"""The scale-aware warm-up shared by every step (pure NumPy/SciPy, no PyMC).
+"""Numerics of the scale-aware warm-up shared by every step (pure NumPy/SciPy, no PyMC).
 
 During the first part of tuning every step runs a preconditioned random walk and learns the
 location ``m`` and scale ``L`` of the posterior in growing windows, as PyMC and Stan do for
-NUTS's mass matrix.  The kernel samplers then work in whitened coordinates
-``u = L^{-1} (x - m)``.  This module holds the pieces:
+NUTS's mass matrix (the kernel itself: :mod:`.warmup_kernel`).  The kernel samplers then work
+in whitened coordinates ``u = L^{-1} (x - m)``.  This module holds the pieces:
 
 * :class:`AffineMap`: ``x = m + L u`` and back;
 * :func:`window_ends`: the window boundaries (in PyMC draws);

@@ -1,7 +1,9 @@
 """The PyMC step methods: one shared base and a thin module per sampler.
 
-* :mod:`~pymc_kameleon.steps.base`: chain state and stored log density, the
-  Metropolis-Hastings decision, stats, tuning, ``sampling_state``.
+* :mod:`~pymc_kameleon.steps.base`: chain state and stored log density, propose ->
+  Metropolis-Hastings -> adapt, stats, tuning, ``sampling_state``; the warm-up is the
+  PyMC-free kernel of :mod:`~pymc_kameleon.adaptation.warmup_kernel`.
+* :mod:`~pymc_kameleon.steps.start`: the first draw of a chain (noise check, Laplace start).
 * :mod:`~pymc_kameleon.steps.local_gaussian`: position-dependent Gaussian proposals (shared
   by KAMH and F-KAMH).
 * :mod:`~pymc_kameleon.steps.kameleon`, :mod:`~pymc_kameleon.steps.fast_kameleon`,

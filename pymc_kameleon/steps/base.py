@@ -7,9 +7,11 @@
 * the chain state (position, *stored* log density) and the estimate shared with the other
   steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
   sampling with a likelihood estimator stays exact;
-* the scale-aware warm-up (:mod:`pymc_kameleon.adaptation.warmup`): a gradient-free Laplace
-  start, then a preconditioned random walk that learns location and scale of the posterior
-  in growing windows; afterwards the sampler works in whitened coordinates ``u``;
+* the start of a chain (noise check, gradient-free Laplace start:
+  :mod:`~pymc_kameleon.steps.start`) and the warm-up kernel
+  (:mod:`pymc_kameleon.adaptation.warmup_kernel`), a preconditioned random walk that learns
+  location and scale of the posterior in growing windows; afterwards the sampler works in
+  the warm-up's whitened coordinates ``u``;
 * several Metropolis-Hastings iterations per PyMC draw (``n_steps``), each with one
   log-density evaluation, and the MH decision from a :class:`Proposal`;
 * stats (PyMC's convention for tuned values), ``stop_tuning`` / ``reset_tuning``,
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,8 +42,6 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.exceptions import SamplingError
-from pymc.initial_point import make_initial_point_fn
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.stats.convergence import SamplerWarning
@@ -57,17 +56,10 @@ from pymc.vartypes import discrete_types
 from rich.progress import TextColumn
 from rich.table import Column
 
-from ..adaptation import RobbinsMonro
-from ..adaptation.laplace import laplace_start
-from ..adaptation.warmup import (
-    AffineMap,
-    NoiseCeiling,
-    WindowMoments,
-    regularised_covariance,
-    window_ends,
-)
+from ..adaptation.warmup import AffineMap
+from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
-from ..compat import caller_tuning_draws, logp_compile_kwargs
+from ..compat import logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
@@ -76,16 +68,14 @@ from ..pseudo_marginal import (
     set_estimator_states,
 )
 from ..validation import check_integral
-from .evaluations import FailedEvaluations, LogDensityError, StartError, check_on_error
+from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
-__all__ = ["BaseKernelStep", "ChainState", "Proposal"]
+__all__ = ["BaseKernelStep", "ChainState", "Proposal", "random_walk_target"]
 
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
-_PROBE_EVERY = 10  # with a noisy log density, one warm-up iteration in ten stays in place
-_LAPLACE_MAX_DIM = 100
-_NOISE_PROBES = 3  # evaluations at the start beyond the first two (see _probe_noise)
 # Fewest iterations per draw by default.  A draw costs as much as two to four iterations
 # besides them (PyMC's loop, the stored value's key, the stats: 51-65 us against 26 us per
 # KAMH iteration and 13 us per random-walk iteration on a 2-d model, Python 3.11).  On
@@ -118,32 +108,39 @@ class Proposal:
 
 
 @dataclass
-class WarmupState:
-    """Per-chain state of the warm-up and of the chain itself (everything but the sampler)."""
+class ChainRecord:
+    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
 
     x: np.ndarray | None = None  # position in model coordinates
     logp: float = float("nan")
     key: bytes = b""  # full point (all model variables) the stored value belongs to
     data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
-    precond: AffineMap | None = None
-    phase: str = "warmup"  # "warmup" (preconditioned random walk) or "kernel"
+    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
+    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
     draw: int = 0  # tuning draws done
-    rw: RobbinsMonro | None = None
-    window: WindowMoments | None = None
-    window_index: int = 0
-    prior_cov: np.ndarray | None = None
-    prior_n: float = 0.0
-    laplace: bool = False
     start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
     noisy: bool = False
-    noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     iteration: int = 0  # MH iterations done while tuning
     work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
-    accepts: list = field(default_factory=list)  # accept probs of the last draw (kernel)
+    accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+
+    @property
+    def precond(self) -> AffineMap:
+        """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
+        return self.walk.precond
+
+    @precond.setter
+    def precond(self, value: AffineMap) -> None:
+        self.walk.precond = value
+
+    @property
+    def laplace(self) -> bool:
+        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
+        return self.walk.laplace
 
 
-class BaseKernelStep(ArrayStepShared):
+class BaseKernelStep(ChainStart, ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
 
     Parameters
@@ -259,7 +256,7 @@ class BaseKernelStep(ArrayStepShared):
         blocked: bool = True,
     ):
         model = pm.modelcontext(model)
-        self._warm = WarmupState()
+        self._warm = ChainRecord()
         if initial_point is None:
             initial_point = model.initial_point()
         if vars is None:
@@ -301,6 +298,8 @@ class BaseKernelStep(ArrayStepShared):
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        self._walk = WarmupKernel(self.dim, **self._warmup_config(),
+                                  to_the_end=not self._has_kernel_phase)
         self.reset_tuning()
 
     @property
@@ -354,7 +353,8 @@ class BaseKernelStep(ArrayStepShared):
         """
 
     def _warmup_config(self) -> dict[str, Any]:
-        """Initial scale and shape, target, gain exponent and switch of the warm-up walk."""
+        """Initial scale and shape, target, gain exponent and switch of the warm-up walk
+        (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
         return {"scale": None, "cov": None, "target": random_walk_target(self.dim),
                 "exponent": 0.6, "adapt": True}
 
@@ -393,6 +393,8 @@ class BaseKernelStep(ArrayStepShared):
         if self.tune:
             self._warn_if_sampler_never_started()
             self._on_stop_tuning()
+            if self._warm.walk is not None and self._warm.phase == "warmup":
+                self._walk.final(self._warm.walk)
         self.tune = False
 
     def _warn_if_sampler_never_started(self) -> None:
@@ -420,7 +422,7 @@ class BaseKernelStep(ArrayStepShared):
     def reset_tuning(self) -> None:
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
-        self._warm = WarmupState()
+        self._warm = ChainRecord()
         self._failed = FailedEvaluations()
         self.tune = True
 
@@ -469,31 +471,24 @@ class BaseKernelStep(ArrayStepShared):
         kernel = w.phase == "kernel"
         n_steps = self.n_steps  # fixed within a draw
         with np.errstate(all="ignore"):  # once per draw, not per iteration
-            for _ in range(n_steps):
-                probe = (not kernel and w.noisy and self.tune
-                         and w.iteration % _PROBE_EVERY == _PROBE_EVERY - 1)
+            for _ in range(n_steps):  # propose -> MH -> adapt
+                probe = not kernel and self.tune and self._walk.probe(w.iteration, w.noisy)
                 if kernel:
                     proposal, info = self._propose(state)
-                elif probe:
-                    proposal = Proposal(state.position.copy(), 0.0)
                 else:
-                    step = w.rw.value * self.rng.standard_normal(self.dim)
-                    proposal = Proposal(state.position + step, 0.0)
+                    proposal = self._walk_proposal(state, probe)
                 state, accept_prob, accepted, evaluated = self._mh(state, proposal)
                 evals += evaluated
                 accept_sum += accept_prob
                 moves += accepted
                 if self.tune:
                     w.iteration += 1
-                    if kernel:  # the warm-up windows are closed: no moments to keep
+                    if not probe:  # a probe's acceptance measures the noise, not a proposal
                         w.accepts.append(accept_prob)
+                    if kernel:
                         self._adapt_step(state, accept_prob)
-                        continue
-                    if probe:
-                        w.noise.add(accept_prob)
                     else:
-                        w.accepts.append(accept_prob)
-                    w.window.add(w.x, accepted)
+                        self._walk.update(w.walk, w.x, accept_prob, accepted, probe)
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
@@ -512,6 +507,11 @@ class BaseKernelStep(ArrayStepShared):
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         self._remember(new, point)
         return new, [stats]
+
+    def _walk_proposal(self, state: ChainState, probe: bool = False) -> Proposal:
+        """The warm-up kernel's proposal from ``state`` (symmetric: log correction 0)."""
+        return Proposal(self._walk.propose(self._warm.walk, state.position, self.rng, probe),
+                        0.0)
 
     def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
         """One Metropolis-Hastings decision; updates the stored model-space position."""
@@ -613,152 +613,6 @@ class BaseKernelStep(ArrayStepShared):
             )
         return 1
 
-    def _probe_noise(self, x: np.ndarray, logp: float) -> tuple[bool, int]:
-        """Is a log density that gave ``logp`` twice at ``x`` noisy after all?  Return the
-        answer and the evaluations spent.
-
-        Two equal values do not show that a function is deterministic: an estimator may
-        repeat a value, or fail now and then; the Laplace start would then take finite
-        differences of noise.  So ``_NOISE_PROBES`` more at ``x`` and two at a point
-        nearby, where a deterministic function gives one value each (a few evaluations
-        against the Laplace start's hundreds).
-        """
-        nearby = self._round(x + 1e-3 * np.maximum(1.0, np.abs(x)))
-        here = [self._logp(x) for _ in range(_NOISE_PROBES)]
-        near = [self._logp(nearby) for _ in range(2)]
-        noisy = not all(_same(v, logp) for v in here) or not _same(*near)
-        return noisy, len(here) + len(near)
-
-    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None) -> int:
-        """First draw of a chain: value at the start, noise check, Laplace start, map."""
-        w = self._warm
-        evals = 0
-        if stored is not None:
-            logp = stored
-        else:
-            logp, evals = self._logp(x), 1
-        again = self._logp(x)
-        evals += 1
-        if stored is not None and not _same(again, stored):
-            # A stored value that a fresh evaluation does not reproduce: a likelihood estimate
-            # (another block's, to be kept: pseudo-marginal) or the value of a log density
-            # that has changed since (a term added to the model); a second evaluation tells
-            # them apart.  (Changed data are caught by the key's fingerprint.)
-            third = self._logp(x)
-            evals += 1
-            if _same(third, again):  # noise-free: the fresh value is the value
-                logp = again
-        w.noisy = not _same(again, logp)
-        # a non-finite value at the start: redraw (an estimate of zero, possibly twice in a
-        # row, which two equal values do not tell from a deterministic -inf)
-        for _ in range(10 if not np.isfinite(logp) else 0):
-            if np.isfinite(logp):
-                break
-            logp = again
-            again, evals = self._logp(x), evals + 1
-            w.noisy = w.noisy or not _same(again, logp)
-        if not np.isfinite(logp):
-            self._raise_bad_start(x, point)
-        if self._has_estimators:
-            w.noisy = True  # a likelihood estimator is noisy by construction
-        elif self.tune and not w.noisy:
-            noisy, n = self._probe_noise(x, logp)
-            w.noisy, evals = noisy, evals + n
-        w.x, w.logp, w.key = x, logp, key
-        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
-        if tune is not None:
-            self._chain_tune = tune
-        if self.tune and self._n_steps_given is None:
-            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
-        cfg = self._warmup_config()
-        if cfg["cov"] is None:
-            w.precond = AffineMap.identity(self.dim)
-        else:
-            w.precond = AffineMap.from_cov(np.zeros(self.dim), cfg["cov"])
-        s0 = self._rw_scale0
-        w.rw = RobbinsMonro(cfg["scale"] or s0, cfg["target"], cfg["exponent"],
-                            lower=1e-4 * s0, upper=100 * s0)
-        w.window = WindowMoments(self.dim)
-        if self.tune and cfg["adapt"] and self._use_laplace(w.noisy):
-            evals += self._laplace(x)
-        return evals
-
-    def _use_laplace(self, noisy: bool) -> bool:
-        if self.laplace is None:
-            return not noisy and self.dim <= _LAPLACE_MAX_DIM
-        return bool(self.laplace) and not noisy
-
-    def _laplace(self, x: np.ndarray) -> int:
-        w = self._warm
-        user_start = self._user_start(x)
-        starts = [] if user_start else self._dispersed_starts(x)
-        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1), starts=starts)
-        if res.degenerate:
-            warnings.warn(
-                f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
-                f"mode ({res.degenerate}: a spike, an edge of the region where the log "
-                "density is finite, or a funnel where it grows without bound, as in a "
-                "centred hierarchical model); the warm-up starts from the initial point "
-                "instead.  For a funnel, a non-centred parameterisation usually helps.",
-                UserWarning, stacklevel=2)
-        if res.cov is None:
-            return res.n_evals
-        mode = self._round(res.mode)
-        logp = self._logp(mode)
-        # a chain the user started (initvals) begins there: the Laplace covariance is
-        # used, the mode is not
-        if not user_start and np.isfinite(logp) and logp >= w.logp:
-            w.x, w.logp = mode, logp
-            w.key = b""  # the point changed; the store is updated at the end of the draw
-            w.start = res.start
-        w.precond = AffineMap.from_cov(w.x, res.cov)
-        w.prior_cov, w.prior_n, w.laplace = w.precond.cov, 20.0 * self.dim, True
-        return res.n_evals + 1
-
-    def _user_start(self, x: np.ndarray) -> bool:
-        """Whether the chain starts where the user put it: ``initvals`` given to pm.sample
-        (a start other than the model's initial point) or an ``initval`` in the model."""
-        model = self._model
-        if any(model.rvs_to_initial_values.get(model.values_to_rvs[v]) is not None
-               for v in self.vars):
-            return True
-        if self._default_start is None:
-            ip = model.initial_point()
-            self._default_start = DictToArrayBijection.map(
-                {v.name: ip[v.name] for v in self.vars}).data.astype(float)
-        return not np.allclose(x, self._default_start, rtol=1e-12, atol=1e-12)
-
-    def _dispersed_starts(self, x: np.ndarray) -> list[np.ndarray]:
-        """``laplace_starts`` starting points for the optimiser: prior draws of the block
-        (unconstrained), or the start jittered by U(-2, 2) where the prior cannot be drawn
-        from (a flat prior)."""
-        n = self.laplace_starts
-        if n == 0:
-            return []
-        seeds = self.rng.integers(2**31, size=n)
-        try:
-            draw = _prior_point_fn(self._model)
-            return [DictToArrayBijection.map({v.name: draw(int(seed))[v.name]
-                                              for v in self.vars}).data.astype(float)
-                    for seed in seeds]
-        except Exception:  # e.g. "Cannot sample from flat variable"
-            return [x + self.rng.uniform(-2.0, 2.0, size=x.size) for _ in seeds]
-
-    def _raise_bad_start(self, x: np.ndarray, point) -> None:
-        q = RaveledVars(x, self._q0_info)
-        full = DictToArrayBijection.rmap(q, start_point=dict(point))
-        step = f"{type(self).__name__}{list(self.var_names)}"
-        try:
-            self._model.check_start_vals(full)  # PyMC's message: the terms not finite
-        except SamplingError as exc:
-            raise StartError.at_start(step, str(exc)) from None
-        raise StartError.at_start(step,
-            "Initial evaluation of model at starting point failed!\n"
-            f"Starting values:\n{full}\n\n"
-            "The log density of the block is not finite there although no single term "
-            "is (a likelihood estimator that keeps returning zero, or a potential). "
-            "Choose another start (initvals=...).")
-
     def _remember(self, new: RaveledVars, point) -> None:
         """Key the stored value on the full point PyMC will pass next, and share it."""
         full = DictToArrayBijection.rmap(new, start_point=dict(point))
@@ -766,7 +620,7 @@ class BaseKernelStep(ArrayStepShared):
         w.key = point_key(full) + w.data_key
         self._store.put(w.key, w.logp)
 
-    # ------------------------------------------------------------------ warm-up
+    # ------------------------------------------------------------------ adaptation
     def _tuning_draw_start(self) -> None:
         """Batched adaptation at a draw boundary (the first draw of a chain adapts nothing)."""
         w = self._warm
@@ -776,14 +630,15 @@ class BaseKernelStep(ArrayStepShared):
             if w.phase == "kernel":
                 mean = float(np.mean(w.accepts)) if w.accepts else float("nan")
                 self._begin_tuning_draw(mean)
-            elif self._warmup_config()["adapt"]:
-                target = w.noise.target(w.rw.target)
-                if w.accepts:
-                    w.rw.update(float(np.mean(w.accepts)), target=target)
-                self._warmup_windows()
-            elif self._has_kernel_phase and w.draw >= self._warmup_length():
-                w.phase = "kernel"
-                self._adapt = self._initial_adapt_state()
+            else:
+                info = self._walk.update_draw(w.walk, w.x, w.draw, self._warmup_length(),
+                                              w.accepts)
+                if info.new_window and w.work is not None:
+                    w.work.positions.clear()  # positions whitened by another map do not mix
+                if info.done:
+                    self._walk.final(w.walk)
+                    w.phase = "kernel"
+                    self._adapt = self._initial_adapt_state()
         w.accepts = []
         w.draw += 1
 
@@ -799,7 +654,7 @@ class BaseKernelStep(ArrayStepShared):
     @property
     def _rw_scale0(self) -> float:
         """Optimal random-walk scale on a standard Gaussian (whitened units)."""
-        return 2.38 / np.sqrt(self.dim)
+        return self._walk.scale0
 
     def _warmup_length(self) -> int:
         if self.warmup_draws is not None:
@@ -808,43 +663,9 @@ class BaseKernelStep(ArrayStepShared):
             return max(1, self._chain_tune // 2)
         return 500
 
-    def _warmup_windows(self) -> None:
-        """At a window end: new preconditioner; at the last one, hand over to the sampler."""
-        w = self._warm
-        length = self._warmup_length()
-        ends = list(window_ends(length))
-        if not self._has_kernel_phase:  # keep doubling windows for the whole tuning phase
-            while ends[-1] < w.draw:
-                ends.append(2 * ends[-1])
-        if w.draw not in ends:
-            return
-        self._update_preconditioner()
-        if self._has_kernel_phase and w.draw >= length:
-            w.phase = "kernel"
-            self._adapt = self._initial_adapt_state()
-
-    def _update_preconditioner(self) -> None:
-        w = self._warm
-        d = self.dim
-        s0 = self._rw_scale0
-        ratio = w.rw.value / s0
-        if w.laplace and w.window_index == 0 and not 0.2 < ratio < 5.0:
-            w.laplace, w.prior_cov = False, None  # the Laplace scale disagrees with the chain
-        if w.prior_cov is None or not w.laplace:
-            w.prior_cov, w.prior_n = ratio**2 * w.precond.cov, 2.0 * d
-        n_eff = w.window.n_moves / 2.0
-        cov = regularised_covariance(w.window.cov, n_eff, w.prior_cov, w.prior_n)
-        mean = w.window.mean if w.window.count else w.x
-        w.precond = AffineMap.from_cov(mean, cov)
-        if w.work is not None:  # positions whitened by another map do not mix
-            w.work.positions.clear()
-        w.window = WindowMoments(d)
-        w.window_index += 1
-        w.rw = RobbinsMonro(s0, w.rw.target, w.rw.exponent, lower=0.02 * s0, upper=20 * s0)
-
     def _accept_target(self, target: float) -> float:
         """A sampler's acceptance target, lowered when estimator noise caps acceptance."""
-        return self._warm.noise.target(target)
+        return self._warm.walk.noise.target(target)
 
     # ------------------------------------------------------------------ progress bar
     @classmethod
@@ -875,31 +696,6 @@ def _progress_text(stat: str, value: float, tune: bool) -> str:
     if math.isnan(value):
         return "warm-up" if tune else "-"
     return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
-
-
-_PRIOR_POINT_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _prior_point_fn(model):
-    """A seeded function drawing every free variable from its prior (unconstrained values),
-    compiled once per model."""
-    fn = _PRIOR_POINT_FNS.get(model)
-    if fn is None:
-        fn = make_initial_point_fn(model=model, jitter_rvs=set(), default_strategy="prior",
-                                   return_transformed=True)
-        _PRIOR_POINT_FNS[model] = fn
-    return fn
-
-
-def random_walk_target(dim: int) -> float:
-    """Acceptance target of a random walk in ``dim`` dimensions: 0.44 in 1-d, 0.234 as
-    ``d`` grows (Roberts and Rosenthal, 2001), interpolated as ``0.234 + 0.206 / d``."""
-    return 0.234 + 0.206 / max(int(dim), 1)
-
-
-def _same(a: float, b: float) -> bool:
-    """Equal log densities, NaN equal to NaN (two evaluations of a noise-free density)."""
-    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _float32_slices(q0: RaveledVars) -> list[slice]:

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..adaptation import check_robbins_monro
 from ..adaptation.warmup import AffineMap
-from .base import BaseKernelStep, ChainState, Proposal, random_walk_target
+from ..adaptation.warmup_kernel import random_walk_target
+from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["RandomWalkStep"]
 
@@ -21,11 +22,12 @@ class RandomWalkStep(BaseKernelStep):
     the model once per iteration, at the proposal, and keeps the current value
     (pseudo-marginal MCMC).
 
-    It is the step base's warm-up for the whole tuning phase: ``L`` is learned in growing
-    windows (location and covariance of the posterior, dense with shrinkage; started from a
-    gradient-free Laplace approximation when the log density is deterministic) and
-    ``scale`` follows a Robbins-Monro recursion toward ``target_accept``, batched per draw.
-    Everything is frozen when tuning ends.
+    It is the warm-up kernel of every step
+    (:class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`), kept to the end: ``L``
+    is learned in growing windows for the whole tuning phase (location and covariance of the
+    posterior, dense with shrinkage; started from a gradient-free Laplace approximation when
+    the log density is deterministic) and ``scale`` follows a Robbins-Monro recursion toward
+    ``target_accept``, batched per draw.  Everything is frozen when tuning ends.
 
     Parameters
     ----------
@@ -109,7 +111,11 @@ class RandomWalkStep(BaseKernelStep):
         return None
 
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        raise AssertionError("RandomWalkStep samples with the warm-up random walk")
+        """The warm-up kernel's walk from ``state`` (the step base calls it as the warm-up;
+        while tuning with a noisy log density, one iteration in ten is a probe)."""
+        w = self._warm
+        probe = self.tune and self._walk.probe(w.iteration, w.noisy)
+        return self._walk_proposal(state, probe), {}
 
     def _warmup_config(self) -> dict[str, Any]:
         return {
@@ -129,7 +135,7 @@ class RandomWalkStep(BaseKernelStep):
         return super()._use_laplace(noisy)
 
     def _tuning_stats(self) -> dict[str, Any]:
-        return {"scaling": self._warm.rw.value}
+        return {"scaling": self._warm.walk.rw.value}
 
 
 def _check_covariance(cov: np.ndarray) -> None:

@@ -1,0 +1,220 @@
+"""The warm-up as a kernel: a preconditioned random walk that learns where the posterior is.
+
+Every step of the package begins with this kernel, and :class:`~pymc_kameleon.RandomWalkStep`
+keeps it to the end.  It proposes ``u* = u + scale * eps`` in whitened coordinates
+``u = L^{-1} (x - m)``, a symmetric proposal (the log correction of the Metropolis-Hastings
+ratio is 0), and adapts while PyMC tunes:
+
+* ``scale`` follows a Robbins-Monro recursion toward the acceptance target, batched per
+  draw (lowered to half the ceiling a noisy log density allows, :class:`.NoiseCeiling`);
+* location ``m`` and shape ``L`` are learned in growing windows (:func:`.window_ends`), each
+  window's covariance regularised toward the last map (:func:`.regularised_covariance`) or
+  toward a Laplace start's Gaussian (:meth:`WarmupKernel.start_at`);
+* with a noisy log density, one iteration in ``PROBE_EVERY`` proposes the current point
+  again, to measure that ceiling.
+
+The interface follows BlackJAX's window adaptation: a frozen configuration
+(:class:`WarmupKernel`) whose small functions act on one chain's :class:`WarmupState` --
+:meth:`~WarmupKernel.init`, :meth:`~WarmupKernel.propose`, :meth:`~WarmupKernel.update`
+after each Metropolis-Hastings decision, :meth:`~WarmupKernel.update_draw` at each draw
+boundary (its :class:`WarmupInfo` says when a window closed and when the warm-up is over)
+and :meth:`~WarmupKernel.final`.  The kernel knows nothing of PyMC or of the sampler that
+takes over; the step base (:mod:`pymc_kameleon.steps.base`) runs propose -> MH -> update.
+
+References
+----------
+The windows and their shrinkage: see :mod:`.warmup`.
+
+- Roberts, G. O., Rosenthal, J. S. (2001). Optimal scaling for various Metropolis-Hastings
+  algorithms. Statistical Science 16(4) (scale ``2.38 / sqrt(d)``, acceptance targets).
+- Cabezas, A., et al. (2024). BlackJAX: composable Bayesian inference in JAX.
+  arXiv:2402.10797 (the init / update / final structure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .robbins_monro import RobbinsMonro
+from .warmup import AffineMap, NoiseCeiling, WindowMoments, regularised_covariance, window_ends
+
+__all__ = ["PROBE_EVERY", "WarmupInfo", "WarmupKernel", "WarmupState", "random_walk_target"]
+
+#: With a noisy log density, one warm-up iteration in ten proposes the current point again.
+PROBE_EVERY = 10
+
+
+def random_walk_target(dim: int) -> float:
+    """Acceptance target of a random walk in ``dim`` dimensions: 0.44 in 1-d, 0.234 as
+    ``d`` grows (Roberts and Rosenthal, 2001), interpolated as ``0.234 + 0.206 / d``."""
+    return 0.234 + 0.206 / max(int(dim), 1)
+
+
+@dataclass
+class WarmupState:
+    """One chain's warm-up: the map, the walk's scale and the window being learned."""
+
+    precond: AffineMap  # x = m + L u, the map the chain is whitened by
+    rw: RobbinsMonro  # the walk's scale
+    window: WindowMoments | None  # moments of the open window (None after final)
+    noise: NoiseCeiling = field(default_factory=NoiseCeiling)
+    window_index: int = 0
+    prior_cov: np.ndarray | None = None  # what a window's covariance is shrunk toward
+    prior_n: float = 0.0  # its weight, in pseudo-samples
+    laplace: bool = False  # whether the prior is the Laplace start's Gaussian
+
+
+class WarmupInfo(NamedTuple):
+    """What :meth:`WarmupKernel.update_draw` did."""
+
+    new_window: bool  # a window closed: the map changed
+    done: bool  # the warm-up is over: the sampler takes over from this draw
+
+
+@dataclass(frozen=True)
+class WarmupKernel:
+    """The warm-up's configuration and its functions on a :class:`WarmupState`.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension ``d`` of the block.
+    target : float
+        Acceptance target of the scale (default :func:`random_walk_target`).
+    exponent : float
+        ``c`` of the Robbins-Monro gains ``t^-c``.
+    adapt : bool
+        Learn scale and windows (False: the walk keeps its initial scale and shape).
+    scale : float, optional
+        Initial scale (default ``2.38 / sqrt(d)``).
+    cov : array, optional
+        Initial shape ``L L^T`` (default identity).
+    to_the_end : bool
+        Keep doubling the windows for the whole tuning phase and never hand over (the
+        random-walk step); otherwise the warm-up is over at the end of its last window.
+
+    Examples
+    --------
+    A chain on ``N(0, 4 I)`` in 2-d, driven for 41 draws of 20 iterations with a
+    warm-up of 40 draws: the map learns the scale of the target.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> kernel = WarmupKernel(dim=2, target=random_walk_target(2))
+    >>> state, x = kernel.init(), np.zeros(2)
+    >>> logp = lambda x: -0.125 * x @ x
+    >>> accepts = []
+    >>> for draw in range(41):
+    ...     info = kernel.update_draw(state, x, draw, length=40, accepts=accepts)
+    ...     accepts = []
+    ...     for _ in range(20):
+    ...         x_new = state.precond.to_x(kernel.propose(state, state.precond.to_u(x), rng))
+    ...         a = min(1.0, np.exp(logp(x_new) - logp(x)))
+    ...         moved = rng.random() < a
+    ...         x = x_new if moved else x
+    ...         accepts.append(a)
+    ...         kernel.update(state, x, a, moved)
+    >>> info.done, bool(1.0 < np.sqrt(np.diag(state.precond.cov)).mean() < 4.0)
+    (True, True)
+    """
+
+    dim: int
+    target: float
+    exponent: float = 0.6
+    adapt: bool = True
+    scale: float | None = None
+    cov: np.ndarray | None = None
+    to_the_end: bool = False
+
+    @property
+    def scale0(self) -> float:
+        """Optimal random-walk scale on a standard Gaussian (whitened units)."""
+        return 2.38 / np.sqrt(self.dim)
+
+    def init(self) -> WarmupState:
+        """A fresh warm-up: the given (or identity) shape, the initial scale."""
+        if self.cov is None:
+            precond = AffineMap.identity(self.dim)
+        else:
+            precond = AffineMap.from_cov(np.zeros(self.dim), self.cov)
+        s0 = self.scale0
+        rw = RobbinsMonro(self.scale or s0, self.target, self.exponent,
+                          lower=1e-4 * s0, upper=100 * s0)
+        return WarmupState(precond, rw, WindowMoments(self.dim))
+
+    def start_at(self, state: WarmupState, mean: np.ndarray, cov: np.ndarray) -> None:
+        """Start from a Laplace approximation ``N(mean, cov)``: its map, and its covariance
+        as the prior of the first window (worth ``20 d`` pseudo-samples)."""
+        state.precond = AffineMap.from_cov(mean, cov)
+        state.prior_cov, state.prior_n, state.laplace = state.precond.cov, 20.0 * self.dim, True
+
+    @staticmethod
+    def probe(iteration: int, noisy: bool) -> bool:
+        """Whether tuning iteration ``iteration`` (0-based) proposes the current point."""
+        return noisy and iteration % PROBE_EVERY == PROBE_EVERY - 1
+
+    def propose(self, state: WarmupState, u: np.ndarray, rng: np.random.Generator,
+                probe: bool = False) -> np.ndarray:
+        """The proposed whitened position: ``u + scale * eps``, or ``u`` itself for a probe.
+
+        Symmetric: the log correction of the Metropolis-Hastings ratio,
+        ``log q(u | u*) - log q(u* | u)``, is 0 (also in ``x``: the map's Jacobian cancels).
+        """
+        if probe:
+            return u.copy()
+        return u + state.rw.value * rng.standard_normal(self.dim)
+
+    def update(self, state: WarmupState, x: np.ndarray, accept_prob: float, moved: bool,
+               probe: bool = False) -> None:
+        """Record one tuning iteration: the chain's position ``x`` (model coordinates) after
+        the decision, in the window; a probe's acceptance in the noise ceiling."""
+        if probe:
+            state.noise.add(accept_prob)
+        state.window.add(x, moved)
+
+    def update_draw(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
+                    accepts: list | None = None) -> WarmupInfo:
+        """At the start of tuning draw ``draw + 1`` (``draw`` done, ``length`` in the
+        warm-up): the scale from the last draw's acceptance probabilities ``accepts``
+        (probes excluded), and at a window's end a new map from the window."""
+        if not self.adapt:
+            return WarmupInfo(False, not self.to_the_end and draw >= length)
+        target = state.noise.target(state.rw.target)
+        if accepts:
+            state.rw.update(float(np.mean(accepts)), target=target)
+        ends = list(window_ends(length))
+        if self.to_the_end:  # keep doubling windows for the whole tuning phase
+            while ends[-1] < draw:
+                ends.append(2 * ends[-1])
+        if draw not in ends:
+            return WarmupInfo(False, False)
+        self._close_window(state, x)
+        return WarmupInfo(True, not self.to_the_end and draw >= length)
+
+    def _close_window(self, state: WarmupState, x: np.ndarray) -> None:
+        """The window's covariance, shrunk toward the prior, becomes the map; the scale
+        restarts at ``2.38 / sqrt(d)`` within ``[0.02, 20]`` times it."""
+        d = self.dim
+        s0 = self.scale0
+        ratio = state.rw.value / s0
+        if state.laplace and state.window_index == 0 and not 0.2 < ratio < 5.0:
+            state.laplace, state.prior_cov = False, None  # the Laplace scale disagrees
+        if state.prior_cov is None or not state.laplace:
+            state.prior_cov, state.prior_n = ratio**2 * state.precond.cov, 2.0 * d
+        n_eff = state.window.n_moves / 2.0
+        cov = regularised_covariance(state.window.cov, n_eff, state.prior_cov, state.prior_n)
+        mean = state.window.mean if state.window.count else x
+        state.precond = AffineMap.from_cov(mean, cov)
+        state.window = WindowMoments(d)
+        state.window_index += 1
+        state.rw = RobbinsMonro(s0, state.rw.target, state.rw.exponent,
+                                lower=0.02 * s0, upper=20 * s0)
+
+    def final(self, state: WarmupState) -> AffineMap:
+        """End the warm-up: nothing more is learned (the open window is dropped); return
+        the map the chain keeps (the scale stays in ``state.rw``)."""
+        state.window = None
+        return state.precond

@@ -1,0 +1,174 @@
+"""The warm-up kernel (adaptation.warmup_kernel) against independent computations, and
+RandomWalkStep._propose as that kernel's walk."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy.stats import multivariate_normal
+
+from pymc_kameleon import KameleonStep, RandomWalkStep
+from pymc_kameleon.adaptation.warmup import window_ends
+from pymc_kameleon.adaptation.warmup_kernel import (
+    PROBE_EVERY,
+    WarmupKernel,
+    random_walk_target,
+)
+from pymc_kameleon.pseudo_marginal import pseudo_marginal_potential
+from pymc_kameleon.steps.base import ChainState
+
+COV = np.array([[2.0, 0.6], [0.6, 0.5]])
+
+
+def test_the_warmup_kernel_does_not_import_pymc():
+    # the package's __init__ imports PyMC: a bare package object stands in for it
+    code = (
+        "import importlib.util, sys, types\n"
+        "pkg = types.ModuleType('pymc_kameleon'); pkg.__path__ = ['pymc_kameleon']\n"
+        "sys.modules['pymc_kameleon'] = pkg\n"
+        "import pymc_kameleon.adaptation.warmup_kernel\n"
+        "assert 'pymc' not in sys.modules and 'pytensor' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.startswith(('pymc', 'pytensor')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def _fed_kernel(to_the_end=False, length=20, seed=0):
+    """A kernel fed known positions for draws 1..length (20 iterations each)."""
+    rng = np.random.default_rng(seed)
+    kernel = WarmupKernel(dim=2, target=random_walk_target(2), to_the_end=to_the_end)
+    state = kernel.init()
+    window, moves, infos = [], 0, {}
+    for draw in range(1, length + 1):
+        for _ in range(20):
+            x = rng.multivariate_normal([1.0, -1.0], COV)
+            moved = bool(rng.random() < 0.5)
+            kernel.update(state, x, 0.3, moved)
+            window.append(x)
+            moves += moved
+        before = (np.array(window), moves, state.precond.cov)
+        infos[draw] = kernel.update_draw(state, x, draw, length, accepts=[0.3] * 20), before
+        if infos[draw][0].new_window:
+            window, moves = [], 0
+    return kernel, state, infos
+
+
+def test_a_window_end_sets_the_map_from_the_window_shrunk_toward_the_last_map():
+    kernel, state, infos = _fed_kernel()
+    ends = window_ends(20)
+    assert [d for d, (info, _) in infos.items() if info.new_window] == list(ends)
+    assert [d for d, (info, _) in infos.items() if info.done] == [20]
+    # the last window, recomputed independently: NumPy's moments, shrinkage in the whitened
+    # coordinates of the prior (the last map scaled by the walk's scale ratio)
+    _, (x, moves, last_cov) = infos[20]
+    prior = _ratio_after_update(kernel, infos, 20) ** 2 * last_cov
+    n_eff, d, n_prior = moves / 2.0, 2, 4.0
+    chol = np.linalg.cholesky(prior)
+    white = np.linalg.solve(chol, np.linalg.solve(chol, np.cov(x.T)).T)
+    lam = min(1.0, d / n_eff)
+    est = (1 - lam) * white + lam * np.diag(np.diag(white))
+    expected = chol @ ((n_eff * est + n_prior * np.eye(d)) / (n_eff + n_prior)) @ chol.T
+    np.testing.assert_allclose(state.precond.cov, expected, rtol=1e-10)
+    np.testing.assert_allclose(state.precond.mean, x.mean(axis=0), rtol=1e-12)
+    assert state.rw.value == pytest.approx(kernel.scale0)  # the scale restarts
+    assert state.window_index == len(ends) and state.window.count == 0
+
+
+def _ratio_after_update(kernel, infos, draw):
+    """The scale ratio the window end used: the draw's Robbins-Monro update applied to the
+    ratio before it, recomputed with the kernel's own RobbinsMonro (tested elsewhere)."""
+    from pymc_kameleon.adaptation import RobbinsMonro
+
+    s0 = kernel.scale0
+    rm = RobbinsMonro(s0, kernel.target, kernel.exponent, lower=0.02 * s0, upper=20 * s0)
+    previous = max(d for d, (info, _) in infos.items() if info.new_window and d < draw)
+    for _ in range(previous + 1, draw + 1):
+        rm.update(0.3)
+    return rm.value / s0
+
+
+def test_to_the_end_keeps_doubling_windows_and_never_hands_over():
+    _, _, infos = _fed_kernel(to_the_end=True, length=10)
+    assert [d for d, (info, _) in infos.items() if info.new_window] == list(window_ends(10))
+    assert not any(info.done for info, _ in infos.values())
+    kernel, state, _ = _fed_kernel(to_the_end=True, length=10)
+    x = np.zeros(2)
+    news = [d for d in range(11, 45)
+            if kernel.update_draw(state, x, d, 10, accepts=[0.3]).new_window]
+    assert news == [20, 40]
+
+
+def test_final_freezes_the_walk_and_returns_its_map():
+    kernel, state, _ = _fed_kernel(length=8)
+    precond = kernel.final(state)
+    assert precond is state.precond and state.window is None
+
+
+def test_random_walk_propose_is_the_warmup_walk_with_its_proposal_densities():
+    with pm.Model():
+        pm.MvNormal("x", mu=np.zeros(2), cov=COV)
+        step = RandomWalkStep(rng=3)
+        point = {"x": np.array([0.3, -0.2])}
+        for _ in range(40):  # past the first windows: a map that is not the identity
+            point = step.step(point)[0]
+    w = step._warm
+    assert not np.allclose(w.precond.chol, np.eye(2))
+    u = w.precond.to_u(w.x)
+    expected_rng = copy.deepcopy(step.rng)
+    proposal, info = step._propose(ChainState(u, w.logp))
+    s = w.walk.rw.value
+    np.testing.assert_array_equal(proposal.position,
+                                  u + s * expected_rng.standard_normal(2))
+    assert info == {}
+    # the log correction is log q(x | x*) - log q(x* | x) of the walk N(x, s^2 L L^T) in
+    # model coordinates (and in whitened ones, N(u, s^2 I): the Jacobian cancels)
+    x_new = w.precond.to_x(proposal.position)
+    q = s**2 * w.precond.cov
+    log_fwd = multivariate_normal(w.x, q).logpdf(x_new)
+    log_rev = multivariate_normal(x_new, q).logpdf(w.x)
+    assert proposal.log_correction == pytest.approx(log_rev - log_fwd, abs=1e-12)
+    log_fwd_u = multivariate_normal(u, s**2 * np.eye(2)).logpdf(proposal.position)
+    log_rev_u = multivariate_normal(proposal.position, s**2 * np.eye(2)).logpdf(u)
+    assert proposal.log_correction == pytest.approx(log_rev_u - log_fwd_u, abs=1e-12)
+
+
+def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
+    with pm.Model():
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pseudo_marginal_potential("lik", lambda m, rng: -0.5 * m**2 + rng.normal(0, 0.3), mu)
+        step = RandomWalkStep(rng=1)
+        step.step({"mu": np.array(0.1)})
+    w = step._warm
+    assert w.noisy
+    u = w.precond.to_u(w.x)
+    w.iteration = PROBE_EVERY - 1
+    probe, _ = step._propose(ChainState(u, w.logp))
+    np.testing.assert_array_equal(probe.position, u)
+    w.iteration = PROBE_EVERY
+    walk, _ = step._propose(ChainState(u, w.logp))
+    assert not np.array_equal(walk.position, u)
+    step.stop_tuning()  # no probes after tuning
+    w.iteration = PROBE_EVERY - 1
+    frozen, _ = step._propose(ChainState(u, w.logp))
+    assert not np.array_equal(frozen.position, u)
+
+
+def test_a_kernel_step_hands_over_after_the_warmup():
+    """The walk's window is dropped (final) when the sampler takes over; the map stays."""
+    with pm.Model():
+        pm.MvNormal("x", mu=np.zeros(2), cov=COV)
+        step = KameleonStep(warmup_draws=12, rng=2)
+        point = {"x": np.zeros(2)}
+        for draw in range(1, 15):
+            point = step.step(point)[0]
+            if draw <= 12:
+                assert step._warm.phase == "warmup" and step._warm.walk.window is not None
+    w = step._warm
+    assert w.phase == "kernel" and w.walk.window is None
+    assert not np.allclose(w.precond.chol, np.eye(2))
