@@ -76,13 +76,10 @@ from .store import SharedEstimate, data_fingerprint, point_key
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "random_walk_target"]
 
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
-# Fewest iterations per draw by default.  A draw costs as much as two to four iterations
-# besides them (PyMC's loop, the stored value's key, the stats: 51-65 us against 26 us per
-# KAMH iteration and 13 us per random-walk iteration on a 2-d model, Python 3.11).  On
-# the suite's 2-4-d models at pm.sample's defaults (seeds 1-3), 35 of 45 runs of the
-# random walk, KAMH and F-KAMH met the suite's four criteria with max(2, d) iterations
-# (none on the truncated normal), 45 of 45 with 5 (R-hat <= 1.008, bulk ESS >= 501), at
-# the same ESS per evaluation and 1.1-2.7x the ESS per second (docs/benchmarks/suite.md).
+# Fewest iterations per draw by default: PyMC's loop, the stored value's key and the stats
+# cost a draw as much as a few iterations, and with five the suite's small models meet its
+# criteria at the same ESS per evaluation and more ESS per second than with max(2, d)
+# (docs/benchmarks/suite.md, "At least five iterations per draw").
 _MIN_DEFAULT_STEPS = 5
 
 
