@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import arviz as az
@@ -183,14 +185,12 @@ def caller_tuning_draws() -> int | None:
     """
     if PYMC_VERSION[0] >= 6:
         return None
-    frame = sys._getframe(1)
-    while frame is not None:
-        read = _PYMC5_LOOPS.get((frame.f_globals.get("__name__"), frame.f_code.co_name))
-        if read is not None:
-            tune = read(frame)
-            return int(tune) if isinstance(tune, int | np.integer) else None
-        frame = frame.f_back
-    return None
+    frame = caller_frame(lambda f: (f.f_globals.get("__name__"), f.f_code.co_name)
+                         in _PYMC5_LOOPS)
+    if frame is None:
+        return None
+    tune = _PYMC5_LOOPS[(frame.f_globals.get("__name__"), frame.f_code.co_name)](frame)
+    return int(tune) if isinstance(tune, int | np.integer) else None
 
 
 def receiving_parallel_draw() -> bool:
@@ -208,13 +208,34 @@ def receiving_parallel_draw() -> bool:
     message has been read in full and PyMC's context managers end the chains as for any
     error.  Read from the call stack because PyMC has no public hook there.
     """
+    return caller_frame(lambda f: f.f_globals.get("__name__") == "pymc.sampling.parallel"
+                        and f.f_code.co_name == "recv_draw") is not None
+
+
+def caller_chain() -> str:
+    """``chain N`` when PyMC's sampling loop is on the call stack, else empty.
+
+    PyMC does not tell a step its chain number; ``pm.sample``'s per-chain loop holds it in
+    a local variable ``chain`` (one process) or in its worker's ``chain`` attribute (several
+    processes), in PyMC 5 and 6; read here only to name the chain in messages.
+    """
+    def chain_of(f):
+        return f.f_locals.get("chain", getattr(f.f_locals.get("self"), "chain", None))
+
+    frame = caller_frame(lambda f: f.f_globals.get("__name__", "").startswith("pymc.sampling")
+                         and isinstance(chain_of(f), int | np.integer))
+    return "" if frame is None else f"chain {int(chain_of(frame))}"
+
+
+def caller_frame(match: Callable[[FrameType], bool]) -> FrameType | None:
+    """The innermost frame on the caller's call stack for which ``match`` is true, else None
+    (the one walk of the stack behind the PyMC internals read in this module)."""
     frame = sys._getframe(1)
     while frame is not None:
-        if (frame.f_globals.get("__name__") == "pymc.sampling.parallel"
-                and frame.f_code.co_name == "recv_draw"):
-            return True
+        if match(frame):
+            return frame
         frame = frame.f_back
-    return False
+    return None
 
 
 # ----------------------------------------------------------------------------- ArviZ

@@ -36,7 +36,6 @@ References
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -48,7 +47,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import HasInnerGraph, Op
 
-from .compat import PYTENSOR_HAS_PULLBACK
+from .compat import PYTENSOR_HAS_PULLBACK, caller_frame
 
 __all__ = [
     "LikelihoodEstimatorOp",
@@ -261,22 +260,18 @@ def _warn_if_inexact_step(name: str) -> None:
     """Warn if a PyMC step that re-estimates the current point is compiling us."""
     from pymc.step_methods.compound import BlockedStep
 
-    frame = sys._getframe(1)
-    while frame is not None:
-        owner = frame.f_locals.get("self")
-        if isinstance(owner, BlockedStep):
-            if not getattr(owner, "exact_for_pseudo_marginal", False):
-                warnings.warn(
-                    f"{type(owner).__name__} re-evaluates the log density at the current point "
-                    f"every iteration, so the likelihood estimator {name!r} is re-estimated "
-                    "there (Monte Carlo within Metropolis) and the chain does NOT target the "
-                    "exact posterior. Use KameleonStep, FastKameleonStep or KernelHMCStep, "
-                    "which store the current estimate.",
-                    PseudoMarginalWarning,
-                    stacklevel=2,
-                )
-            return
-        frame = frame.f_back
+    frame = caller_frame(lambda f: isinstance(f.f_locals.get("self"), BlockedStep))
+    owner = None if frame is None else frame.f_locals["self"]
+    if owner is not None and not getattr(owner, "exact_for_pseudo_marginal", False):
+        warnings.warn(
+            f"{type(owner).__name__} re-evaluates the log density at the current point "
+            f"every iteration, so the likelihood estimator {name!r} is re-estimated "
+            "there (Monte Carlo within Metropolis) and the chain does NOT target the "
+            "exact posterior. Use KameleonStep, FastKameleonStep or KernelHMCStep, "
+            "which store the current estimate.",
+            PseudoMarginalWarning,
+            stacklevel=2,
+        )
 
 
 def pseudo_marginal_potential(

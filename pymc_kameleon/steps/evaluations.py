@@ -11,7 +11,6 @@ finite at a chain's starting point stops sampling with :class:`StartError`.
 
 from __future__ import annotations
 
-import sys
 import traceback
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ import numpy as np
 from pymc.exceptions import SamplingError
 from pymc.stats.convergence import SamplerWarning, WarningType
 
-from ..compat import receiving_parallel_draw
+from ..compat import caller_chain, receiving_parallel_draw
 
 __all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "StartError", "check_on_error"]
 
@@ -52,7 +51,7 @@ class StartError(SamplingError):
     @classmethod
     def at_start(cls, step: str, message: str) -> StartError:
         """The error of ``step`` (its name and variables), naming the chain if known."""
-        return cls(f"{message}\n{step}: at the start of {_chain() or 'the chain'}.")
+        return cls(f"{message}\n{step}: at the start of {caller_chain() or 'the chain'}.")
 
     def __reduce__(self):
         remote = "".join(traceback.format_exception(type(self), self, self.__traceback__))
@@ -144,7 +143,7 @@ class FailedEvaluations:
             what.append(f"an exception at {self.n_errors} evaluation"
                         f"{'s' * (self.n_errors > 1)} (on_error='reject'; the first: "
                         f"{self.first_error})")
-        chain = _chain() or "this chain"
+        chain = caller_chain() or "this chain"
         so_far = f"in {chain}" if n_draws is not None else (
             f"by draw {self.draw - 1} of {chain} (later ones are only counted)")
         message = (
@@ -163,28 +162,10 @@ class FailedEvaluations:
         """Message of the :class:`LogDensityError` for a failure at ``x`` now."""
         phase = "tuning" if tune else "after tuning"
         return (f"{step}: the log density raised at draw {self.draw} ({phase}, counting "
-                f"from 0 with the tuning draws) of {_chain() or 'this chain'}, at the point "
+                f"from 0 with the tuning draws) of {caller_chain() or 'this chain'}, at the point "
                 f"{_format(x, info)}.  Pass on_error='reject' to the step to count such "
                 "failures as rejected proposals (this changes the target: "
                 "docs/robustness.md).")
-
-
-def _chain() -> str:
-    """``chain N`` when PyMC's sampling loop is on the call stack, else empty.
-
-    PyMC does not tell a step its chain number; ``pm.sample``'s per-chain loop holds it in
-    a local variable ``chain`` (one process) or in its worker's ``chain`` attribute (several
-    processes), in PyMC 5 and 6; read here only to name the chain in messages.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").startswith("pymc.sampling"):
-            chain = frame.f_locals.get("chain",
-                                       getattr(frame.f_locals.get("self"), "chain", None))
-            if isinstance(chain, int | np.integer):
-                return f"chain {int(chain)}"
-        frame = frame.f_back
-    return ""
 
 
 def _split(x: np.ndarray, info) -> dict[str, np.ndarray]:
