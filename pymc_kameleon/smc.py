@@ -166,7 +166,8 @@ class KameleonSMC(SMC_KERNEL):
         thesis' KASMC (KAMH moves only), 1 an IMH kernel with a cluster mixture.
     n_clusters : int, default 4
         k-means clusters in ``g`` besides the global Gaussian (1: PyMC's IMH Gaussian
-        alone); clusters of fewer than ``2 d`` particles are left out.
+        alone); clusters of fewer than ``d (d + 3) / 2`` particles (a Gaussian's number
+        of parameters) are left out.
     global_weight : float, default 0.1
         Weight of the particles' Gaussian in ``g`` (a defensive component: it bounds the
         ratio of the target to ``g`` where the clusters miss mass); the clusters share

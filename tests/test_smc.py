@@ -265,9 +265,12 @@ def test_gaussian_mixture_density_draws_and_fit():
               for w, m, L in zip(q.weights, q.means, q.chols, strict=True))
     np.testing.assert_allclose(draws.mean(0), mean, atol=0.06)  # se about 0.02
     np.testing.assert_allclose(np.cov(draws, rowvar=False), cov, rtol=0.05)
-    # with one cluster (or none of at least 2 d points): PyMC's IMH Gaussian alone
+    # with one cluster (or none of at least d (d + 3) / 2 points): PyMC's IMH Gaussian alone
     assert len(GaussianMixture.fit_clusters(X, 1, rng).weights) == 1
     assert len(GaussianMixture.fit_clusters(X[:6], 3, rng).weights) == 1
+    cloud = rng.normal(size=(150, 9))  # clusters of about 37 < 54 points: none is fitted
+    assert len(GaussianMixture.fit_clusters(cloud, 4, rng, em_iters=30).weights) == 1
+    assert len(GaussianMixture.fit_clusters(cloud[:, :4], 4, rng, em_iters=30).weights) == 5
 
 
 def _dense_em_step(X, w, m, C):
