@@ -268,8 +268,10 @@ def test_gaussian_mixture_density_draws_and_fit():
     # with one cluster (or none of at least d (d + 3) / 2 points): PyMC's IMH Gaussian alone
     assert len(GaussianMixture.fit_clusters(X, 1, rng).weights) == 1
     assert len(GaussianMixture.fit_clusters(X[:6], 3, rng).weights) == 1
-    cloud = rng.normal(size=(150, 9))  # clusters of about 37 < 54 points: none is fitted
+    # clusters need d (d + 3) / 2 points, and twice that per cluster on average
+    cloud = rng.normal(size=(300, 9))
     assert len(GaussianMixture.fit_clusters(cloud, 4, rng, em_iters=30).weights) == 1
+    assert len(GaussianMixture.fit_clusters(cloud[:, :8], 4, rng).weights) == 1  # 300 < 352
     assert len(GaussianMixture.fit_clusters(cloud[:, :4], 4, rng, em_iters=30).weights) == 5
 
 
