@@ -10,12 +10,18 @@ normalised target, see :func:`benchmarks.models.gaussian_mixture_model`):
 
 * ``mixture``: two isotropic Gaussians at ``(+-4, 0, ..., 0)`` in ``d = 4``, weights 0.3/0.7;
 * ``banana``: the 8-d twisted banana ``B(0.1, 100)`` bridged from ``N(0, 50^2 I)``;
-* ``flower``: the 2-d flower ``F(10, 6, 6, 1)`` bridged from ``N(0, 20^2 I)``;
+* ``flower``: the 2-d flower ``F(10, 6, 6, 1)`` bridged from ``N(0, 20^2 I)`` (evidence by
+  quadrature, sds from exact draws; ``weight_err`` is the largest error of a petal's share,
+  1/6 each);
 * ``lotka-volterra``: the black-box ODE model of :mod:`pymc_kameleon.models.ode` (known
   initial states; no exact answer: R-hat across chains and the kernels' evidences agree);
 * ``hare-lynx``: the suite's predator-prey fit with unknown initial states, which has a
   spurious local mode; ``mode_dist`` is the largest relative distance of a chain's mean
-  rates from the global mode (the Stan case study's posterior means).
+  rates from the global mode (the Stan case study's posterior means); the evidence
+  against the importance-sampling reference of :mod:`benchmarks.smc_reference`;
+* ``gp-glass``: pseudo-marginal GP classification on a fixed random subset of
+  ``GLASS_SUBSET`` rows of UCI Glass (``GLASS_IMPORTANCE`` importance draws per likelihood
+  estimate); evidence, mean and sd against that reference.
 
 Usage::
 
@@ -23,7 +29,8 @@ Usage::
 
 prints one table row per target, kernel and seed (``--kameleon-kwargs '{"n_clusters": 1}'``
 passes settings to KameleonSMC), and saves a plot under
-``benchmarks/results/`` (git-ignored).  Results: ``docs/benchmarks/smc.md``.
+``benchmarks/results/`` (git-ignored); ``--replot OUT...`` plots the rows printed in saved
+outputs instead.  Results: ``docs/benchmarks/smc.md``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -49,6 +57,11 @@ from .targets import flower_log_normaliser
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results"
+#: as in benchmarks/gp_glass.py: the data next to the repository (or $PYMC_KAMELEON_GLASS)
+GLASS_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glass.data"
+#: long reference runs of targets without a closed form (benchmarks/smc_reference.py)
+SMC_REFERENCES = (json.loads(p.read_text()) if (p := Path(__file__).parent / "data"
+                  / "smc_references.json").is_file() else {})
 
 
 def _with_step_count(kernel: type, offset: int) -> type:
@@ -90,8 +103,30 @@ def banana_target(dim: int = 8):
 
 
 def flower_target():
+    from .targets import flower_sample
+
     model = flower_model(dim=2, prior_sd=20.0)
-    return model, {"log_z": flower_log_normaliser()}
+    # mean 0 and equal sds by the six-fold symmetry; the sd from 10^6 exact draws (se 1e-3)
+    sd = float(np.sqrt(np.mean(flower_sample(10**6, dim=2, rng=np.random.default_rng(0)) ** 2)))
+    return model, {"log_z": flower_log_normaliser(), "mean": np.zeros(2), "sd": np.full(2, sd),
+                   "petals": 6}
+
+
+#: GP-Glass for SMC: a fixed random subset of the data (the full 214 rows cost 60 ms per
+#: likelihood estimate, too slow for SMC runs of a few minutes; docs/benchmarks/smc.md)
+GLASS_SUBSET, GLASS_IMPORTANCE = 60, 100
+
+
+def gp_glass_target():
+    from pymc_kameleon.models import gp_classification_model
+    from pymc_kameleon.models.gpc import load_glass
+
+    X, y = load_glass(os.environ.get("PYMC_KAMELEON_GLASS", GLASS_DATA))
+    rows = np.random.default_rng(0).permutation(len(y))[:GLASS_SUBSET]
+    model = gp_classification_model(X[rows], y[rows], n_importance=GLASS_IMPORTANCE, seed=0)
+    ref = SMC_REFERENCES.get("gp-glass", {})
+    truth = {k: np.asarray(ref[k]) for k in ("mean", "sd") if k in ref}
+    return model, {**truth, "log_z": ref.get("log_z", np.nan), "var": "theta"}
 
 
 def lotka_volterra_target():
@@ -103,11 +138,13 @@ def lotka_volterra_target():
 def hare_lynx_target():
     from benchmarks.suite.hard_models import HARE_LYNX_START, hare_lynx_model
 
-    return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"]}
+    return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"],
+                               "log_z": SMC_REFERENCES.get("hare-lynx", {}).get("log_z", np.nan)}
 
 
 TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_target,
-           "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target}
+           "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target,
+           "gp-glass": gp_glass_target}
 
 
 def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
@@ -131,9 +168,12 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
     wall = time.perf_counter() - t0
     post = group_dataset(idata, "posterior")
     stats = group_dataset(idata, "sample_stats")
-    x = post["x"].values if "x" in post else None  # (chain, draw, d)
+    name = truth.get("var", "x")
+    x = post[name].values if name in post else None  # (chain, draw, d)
     lml = np.array([c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, chains)])
-    steps = np.array([c.sum() for c in per_chain(stats["mh_steps"].values, chains)])
+    steps_per_stage = per_chain(stats["mh_steps"].values, chains)
+    steps = np.array([c.sum() for c in steps_per_stage])
+    acc_name = next(n for n in ("accept_rate", "mean_accept_rate") if n in stats)
     row = {
         "target": target, "kernel": kernel, "seed": seed, "draws": draws, "chains": chains,
         "evals_per_chain": float(np.mean(draws * (1 + steps))),
@@ -141,12 +181,24 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
         "rhat": float(max(az.rhat(post)[v].max() for v in post.data_vars)),
         "log_z": float(np.mean(lml)),
         "log_z_err": float(np.sqrt(np.mean((lml - truth.get("log_z", np.nan)) ** 2))),
+        "stages": float(np.mean([len(c) for c in steps_per_stage])),
+        # first chain, per stage: MH steps and mean acceptance (where they are spent)
+        "steps_chain0": steps_per_stage[0].astype(int).tolist(),
+        "accept_chain0": np.round(per_chain(stats[acc_name].values, chains)[0], 2).tolist(),
     }
+    if "accept_independent" in stats:
+        row["accept_independent_chain0"] = np.round(
+            per_chain(stats["accept_independent"].values, chains)[0], 2).tolist()
     if "mean" in truth:
         row["mean_err"] = float(np.mean(np.abs(x.mean(1) - truth["mean"]) / truth["sd"]))
         row["sd_err"] = float(np.mean(np.abs(x.std(1) / truth["sd"] - 1)))
     if "mode_weight" in truth:
         row["weight_err"] = float(np.mean(np.abs((x[..., 0] < 0).mean(1) - truth["mode_weight"])))
+    if "petals" in truth:  # the flower: largest |share of a petal - 1/6| (petal k at k 60 deg)
+        k = truth["petals"]
+        petal = np.round(np.arctan2(x[..., 1], x[..., 0]) * k / (2 * np.pi)).astype(int) % k
+        shares = np.stack([(petal == j).mean(1) for j in range(k)], axis=1)
+        row["weight_err"] = float(np.mean(np.max(np.abs(shares - 1 / k), axis=1)))
     if "global_mode" in truth:  # largest relative distance of a chain's mean rates from it
         rates = post["rates"].values.mean(1)
         row["mode_dist"] = float(np.max(np.abs(rates / truth["global_mode"] - 1)))
@@ -156,7 +208,7 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
     return row
 
 
-COLUMNS = ["target", "kernel", "seed", "evals_per_chain", "wall_s", "rhat", "mean_err",
+COLUMNS = ["target", "kernel", "seed", "evals_per_chain", "stages", "wall_s", "rhat", "mean_err",
            "sd_err", "weight_err", "coverage_err", "mode_dist", "log_z", "log_z_err"]
 
 
@@ -173,26 +225,51 @@ def print_table(rows: list[dict]) -> None:
         print("| " + " | ".join(_fmt(r.get(c, "")) for c in COLUMNS) + " |", flush=True)
 
 
+#: error columns plotted per target (the first one present of each tuple)
+PLOT_ERRORS = [("mean_err",), ("sd_err",), ("weight_err", "coverage_err"), ("log_z_err",)]
+LABELS = {"mean_err": "mean error (sds)", "sd_err": "|sd / true sd - 1|",
+          "weight_err": "mode weight error", "coverage_err": "coverage error",
+          "log_z_err": "RMS log-evidence error (nats)"}
+
+
 def plot(rows: list[dict], path: Path) -> None:
+    """One row of panels per target: each error against evaluations per chain, one point per
+    seed and particle count, one marker per kernel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    targets = sorted({r["target"] for r in rows})
-    fig, axes = plt.subplots(1, len(targets), figsize=(4 * len(targets), 3.2), squeeze=False)
-    for ax, t in zip(axes[0], targets, strict=True):
-        for k in KERNELS:
-            sel = [r for r in rows if r["target"] == t and r["kernel"] == k]
-            if sel:
-                ax.scatter([r["evals_per_chain"] for r in sel], [r["log_z_err"] for r in sel],
-                           label=k)
-        ax.set(title=t, xlabel="log-density evaluations per chain",
-               ylabel="RMS log-evidence error (nats)", xscale="log")
-        ax.legend()
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    fig, axes = plt.subplots(len(targets), len(PLOT_ERRORS), squeeze=False,
+                             figsize=(3.2 * len(PLOT_ERRORS), 2.6 * len(targets)))
+    for ax_row, t in zip(axes, targets, strict=True):
+        sel_t = [r for r in rows if r["target"] == t]
+        for ax, names in zip(ax_row, PLOT_ERRORS, strict=True):
+            col = next((n for n in names if any(n in r for r in sel_t)), None)
+            if col is None:
+                ax.axis("off")
+                continue
+            for k, marker in zip(KERNELS, "os^", strict=True):
+                sel = [r for r in sel_t if r["kernel"] == k and col in r]
+                if sel:
+                    ax.scatter([r["evals_per_chain"] / 1e3 for r in sel], [r[col] for r in sel],
+                               marker=marker, label=k, alpha=0.8)
+            ax.set(title=f"{t}: {LABELS[col]}", ylim=(0, None))
+            ax.set_xlabel("evaluations per chain (thousands)", fontsize=8)
+            ax.title.set_fontsize(9)
+        ax_row[0].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
+
+
+def rows_from_logs(paths: list[Path]) -> list[dict]:
+    """The rows this script printed (one dict per line) in saved outputs."""
+    import ast
+
+    return [ast.literal_eval(line) for p in paths for line in p.read_text().splitlines()
+            if line.startswith("{'target'")]
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -206,7 +283,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--plot", type=Path, default=RESULTS / "smc.png")
     parser.add_argument("--kameleon-kwargs", type=json.loads, default={},
                         help='settings of KameleonSMC as JSON, e.g. \'{"global_weight": 0}\'')
+    parser.add_argument("--replot", type=Path, nargs="+",
+                        help="only plot the rows printed in these saved outputs")
     args = parser.parse_args(argv)
+    if args.replot:
+        rows = rows_from_logs(args.replot)
+        plot(rows, args.plot)
+        return rows
     rows = []
     for t in args.targets:
         for k in args.kernels:

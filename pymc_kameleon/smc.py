@@ -109,8 +109,9 @@ class KameleonSMC(SMC_KERNEL):
     * ``Z`` is a random subsample of ``n_subsample`` whitened particles, fixed for the stage,
       and the bandwidth ``s`` is their median distance;
     * ``g`` is a Gaussian mixture fitted to the whitened particles: one Gaussian with
-      their mean and covariance (PyMC's IMH proposal) and one per k-means cluster
-      (``n_clusters``; :class:`~pymc_kameleon.math.mixture.GaussianMixture`);
+      their mean and covariance (PyMC's IMH proposal, weight ``global_weight``) and
+      ``n_clusters`` Gaussians started from k-means clusters and refined by EM
+      (:class:`~pymc_kameleon.math.mixture.GaussianMixture`);
     * each particle runs Metropolis-Hastings steps targeting the tempered posterior with
       the mixture of that independent proposal and the local KAMH proposal,
 
@@ -122,7 +123,9 @@ class KameleonSMC(SMC_KERNEL):
       every particle's chain is an exact MH chain for the stage;
     * steps continue while the particles' correlation with the stage's start keeps falling
       (PyMC's rule, ``correlation_threshold``; ``slowest_rule`` adds the slowest
-      coordinate), at most ``max_steps``;
+      coordinate), at most ``max_steps``, and end earlier once ``refresh_fraction`` of the
+      particles have accepted a move from ``g`` (where ``g`` fits, a few steps make the
+      particles fresh draws; PyMC's rule then still runs to three or more);
     * between stages ``log nu`` moves by ``learning_rate * (acceptance of the local
       moves - 0.234)``.
 
@@ -163,7 +166,22 @@ class KameleonSMC(SMC_KERNEL):
         thesis' KASMC (KAMH moves only), 1 an IMH kernel with a cluster mixture.
     n_clusters : int, default 4
         k-means clusters in ``g`` besides the global Gaussian (1: PyMC's IMH Gaussian
-        alone); clusters of fewer than ``2 d`` particles are left out.
+        alone); clusters of fewer than ``d (d + 3) / 2`` particles (a Gaussian's number
+        of parameters) are left out.
+    global_weight : float, default 0.1
+        Weight of the particles' Gaussian in ``g`` (a defensive component: it bounds the
+        ratio of the target to ``g`` where the clusters miss mass); the clusters share
+        the rest.
+    em_iters : int, default 30
+        EM iterations refining the cluster Gaussians after k-means
+        (:func:`~pymc_kameleon.math.mixture.em_refine`; 0: the k-means clusters' own
+        means and covariances).  Overlapping components fit a unimodal or curved cloud
+        that hard clusters cut into pieces.
+    refresh_fraction : float or None, default 0.9
+        Also end a stage once this fraction of the particles has accepted an independent
+        proposal in it (each such particle is then a draw from ``g`` accepted against the
+        stage's target); ``None``: the correlation rule alone.  The rule of Drovandi and
+        Pettitt (2011) and South, Pettitt and Drovandi (2019), counted per particle.
     **kwargs
         Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
 
@@ -178,6 +196,12 @@ class KameleonSMC(SMC_KERNEL):
        Section 5.2.1 (KASMC) and 5.3.
     .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
        (2014). Kernel Adaptive Metropolis-Hastings. ICML.
+    .. [3] Drovandi, C. C., Pettitt, A. N. (2011). Estimation of parameters for
+       macroparasite population evolution using approximate Bayesian computation.
+       Biometrics 67(1), 225-233.
+    .. [4] South, L. F., Pettitt, A. N., Drovandi, C. C. (2019). Sequential Monte Carlo
+       samplers with independent Markov chain Monte Carlo proposals. Bayesian Analysis
+       14(3), 773-796.
 
     Examples
     --------
@@ -202,6 +226,7 @@ class KameleonSMC(SMC_KERNEL):
         "accept_local": (float, []),
         "accept_independent": (float, []),
         "n_nan": (int, []),
+        "refreshed": (float, []),
     }
 
     def __init__(
@@ -215,6 +240,9 @@ class KameleonSMC(SMC_KERNEL):
         slowest_rule: bool = False,
         independent_weight: float = 0.8,
         n_clusters: int = 4,
+        global_weight: float = 0.1,
+        refresh_fraction: float | None = 0.9,
+        em_iters: int = 30,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
@@ -230,6 +258,9 @@ class KameleonSMC(SMC_KERNEL):
         self.slowest_rule = bool(slowest_rule)
         self.independent_weight = float(independent_weight)
         self.n_clusters = int(n_clusters)
+        self.global_weight = float(global_weight)
+        self.refresh_fraction = refresh_fraction
+        self.em_iters = int(em_iters)
         self.log_nu = 0.0
         self.acc_local = np.nan
         self.acc_independent = np.nan
@@ -237,6 +268,7 @@ class KameleonSMC(SMC_KERNEL):
         self._nan_warned = False
         self.acc_rate = np.nan
         self.n_steps = 0
+        self.refreshed = np.nan
         self.nu2 = np.nan
         self.bandwidth = np.nan
 
@@ -279,7 +311,8 @@ class KameleonSMC(SMC_KERNEL):
         trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
         base = 2.38**2 / trace if trace > 0 else 1.0
         self.nu2 = base * np.exp(2.0 * self.log_nu)
-        self.q_ind = GaussianMixture.fit_clusters(U, self.n_clusters, self.rng)
+        self.q_ind = GaussianMixture.fit_clusters(U, self.n_clusters, self.rng,
+                                                   self.global_weight, self.em_iters)
 
     def mutate(self) -> None:
         """Exact per-particle MH steps with the stage's mixture proposal (vectorised)."""
@@ -290,6 +323,7 @@ class KameleonSMC(SMC_KERNEL):
         corr = Pearson(self.tempered_posterior)
         old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
         acc_probs, is_global = [], []
+        refreshed = np.zeros(self.draws, dtype=bool)  # accepted an independent proposal
         self.n_steps = 0
         while self.n_steps < self.max_steps:
             glob = self.rng.random(self.draws) < w
@@ -311,11 +345,13 @@ class KameleonSMC(SMC_KERNEL):
             self.likelihood_logp[accepted] = ll[accepted]
             acc_probs.append(np.exp(np.minimum(log_ratio, 0.0)))
             is_global.append(glob)
+            refreshed |= accepted & glob
             self.n_steps += 1
             pearson_r = np.nan_to_num(corr.get(self.tempered_posterior))
-            if not self._keep_going(old_corr, pearson_r):
+            if not self._keep_going(old_corr, pearson_r) or self._refreshed(refreshed):
                 break
             old_corr = pearson_r
+        self.refreshed = float(np.mean(refreshed))
         acc, glob = np.concatenate(acc_probs), np.concatenate(is_global)
         self.acc_rate = float(np.mean(acc))
         self.acc_local = float(np.mean(acc[~glob])) if np.any(~glob) else np.nan
@@ -333,6 +369,7 @@ class KameleonSMC(SMC_KERNEL):
             "accept_local": self.acc_local,
             "accept_independent": self.acc_independent,
             "n_nan": n_nan,
+            "refreshed": self.refreshed,
         }
 
     def sample_settings(self) -> SMCSettings:
@@ -345,6 +382,9 @@ class KameleonSMC(SMC_KERNEL):
             "n_subsample": self.n_subsample,
             "max_steps": self.max_steps,
             "independent_weight": self.independent_weight,
+            # attrs of sample_stats: NaN, not None, so InferenceData saves to netCDF
+            "refresh_fraction": (np.nan if self.refresh_fraction is None
+                                 else self.refresh_fraction),
         }
 
     def __reduce__(self):
@@ -362,6 +402,12 @@ class KameleonSMC(SMC_KERNEL):
         if np.mean((old_corr - corr) > thr) > 0.9:
             return True
         return self.slowest_rule and bool(np.max(old_corr) - np.max(corr) > thr)
+
+    def _refreshed(self, refreshed: np.ndarray) -> bool:
+        """At least ``refresh_fraction`` of the particles have accepted an independent
+        proposal in this stage (each such particle is a new draw from the fitted mixture)."""
+        f = self.refresh_fraction
+        return f is not None and bool(np.mean(refreshed) >= f)
 
     def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop, g_cur=None, g_prop=None):
         """Full MH log ratio per particle with the mixture proposal's density both ways:

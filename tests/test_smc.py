@@ -32,7 +32,7 @@ from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
 from pymc_kameleon.math.kernels import distinct_rows, gaussian_kernel_grad, gaussian_kernel_grads
-from pymc_kameleon.math.mixture import GaussianMixture
+from pymc_kameleon.math.mixture import GaussianMixture, em_refine
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
@@ -200,6 +200,50 @@ def test_one_mh_step_matches_dense_scipy_computation(curved, weight):
     np.testing.assert_allclose(k.likelihood_logp, _log_lik(expected), rtol=1e-6)
 
 
+class _RecordedStops(KameleonSMC):
+    """Records per step the refreshed fraction and whether the correlation rule went on."""
+
+    def mutate(self):
+        self.log = []
+        super().mutate()
+        self.stages.append((self.n_steps, self.log))
+
+    def _keep_going(self, old_corr, corr):
+        go = super()._keep_going(old_corr, corr)
+        self.log.append([go])
+        return go
+
+    def _refreshed(self, refreshed):
+        self.log[-1].append(float(np.mean(refreshed)))
+        return super()._refreshed(refreshed)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.6, 0.9])
+def test_refresh_rule_stops_at_the_first_step_with_enough_fresh_particles(curved, fraction):
+    """A stage ends at the first step after which the correlation rule stops or at least
+    ``refresh_fraction`` of the particles have accepted an independent proposal (0: one
+    step per stage)."""
+    with curved:
+        k = _RecordedStops(draws=200, model=curved, random_seed=2, refresh_fraction=fraction)
+    k.stages = []
+    k.initialize(None, np.random.default_rng(6))
+    while k.beta < 1:
+        k.update_beta_and_weights()
+        k.resample()
+        k.tune()
+        k.mutate()
+    assert len(k.stages) >= 2
+    for n_steps, log in k.stages:
+        assert len(log) == n_steps
+        # the refreshed fraction is only asked for while the correlation rule goes on
+        stops = [not e[0] or e[1] >= fraction for e in log]
+        assert stops.index(True) == n_steps - 1, log
+        fracs = [e[1] for e in log if len(e) == 2]
+        assert np.all(np.diff(fracs) >= 0) and all(0 <= f <= 1 for f in fracs)
+    if fraction == 0.0:
+        assert all(n == 1 for n, _ in k.stages)
+
+
 def test_gaussian_mixture_density_draws_and_fit():
     """The independent proposal: density against SciPy, draws' moments against the
     mixture's, and the cluster fit separating two modes (one Gaussian per mode)."""
@@ -221,9 +265,56 @@ def test_gaussian_mixture_density_draws_and_fit():
               for w, m, L in zip(q.weights, q.means, q.chols, strict=True))
     np.testing.assert_allclose(draws.mean(0), mean, atol=0.06)  # se about 0.02
     np.testing.assert_allclose(np.cov(draws, rowvar=False), cov, rtol=0.05)
-    # with one cluster (or none of at least 2 d points): PyMC's IMH Gaussian alone
+    # with one cluster (or none of at least d (d + 3) / 2 points): PyMC's IMH Gaussian alone
     assert len(GaussianMixture.fit_clusters(X, 1, rng).weights) == 1
     assert len(GaussianMixture.fit_clusters(X[:6], 3, rng).weights) == 1
+    # clusters need d (d + 3) / 2 points, and twice that per cluster on average
+    cloud = rng.normal(size=(300, 9))
+    assert len(GaussianMixture.fit_clusters(cloud, 4, rng, em_iters=30).weights) == 1
+    assert len(GaussianMixture.fit_clusters(cloud[:, :8], 4, rng).weights) == 1  # 300 < 352
+    assert len(GaussianMixture.fit_clusters(cloud[:, :4], 4, rng, em_iters=30).weights) == 5
+
+
+def _dense_em_step(X, w, m, C):
+    """One EM iteration written out with SciPy densities (the independent computation)."""
+    dens = np.array([wj * stats.multivariate_normal(mj, Cj).pdf(X)
+                     for wj, mj, Cj in zip(w, m, C, strict=True)])
+    R = dens / dens.sum(0)
+    w_new = R.mean(1)
+    m_new = np.array([(r[:, None] * X).sum(0) / r.sum() for r in R])
+    C_new = np.array([((X - mj).T * r) @ (X - mj) / r.sum() for r, mj in zip(R, m_new,
+                                                                             strict=True)])
+    return w_new, m_new, C_new, float(np.mean(np.log(dens.sum(0))))
+
+
+def test_em_refine_matches_dense_em_and_fits_one_cloud():
+    """EM against a dense SciPy iteration (one step from a start; a fixed point after
+    convergence), the log likelihood never falls, and on one Gaussian cloud the refined
+    4-component fit is closer to one Gaussian's than the k-means fit (held-out draws)."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(600, 3)) @ np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0, 0, 0.5]])
+    w0 = np.array([0.3, 0.7])
+    m0, C0 = np.array([[-1.0, 0, 0], [1.0, 0, 0]]), np.array([np.eye(3), 2 * np.eye(3)])
+    w1, m1, C1 = em_refine(X, w0, m0, C0, iters=1, ridge=0.0)
+    ew, em, eC, _ = _dense_em_step(X, w0, m0, C0)
+    np.testing.assert_allclose(w1, ew, rtol=1e-10)
+    np.testing.assert_allclose(m1, em, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(C1, eC, rtol=1e-10, atol=1e-12)
+    lls = [_dense_em_step(X, *em_refine(X, w0, m0, C0, iters=k, ridge=0.0))[3]
+           for k in (1, 2, 5, 20)]
+    assert np.all(np.diff(lls) >= -1e-12), lls
+    w, m, C = em_refine(X, w0, m0, C0, iters=500, tol=1e-12, ridge=0.0)
+    fw, fm, fC, _ = _dense_em_step(X, w, m, C)
+    np.testing.assert_allclose(fm, m, atol=1e-4)
+    np.testing.assert_allclose(fC, C, atol=1e-4)
+    # one cloud, four components: mean log density of the particles themselves
+    one = GaussianMixture.fit_clusters(X, 1, rng)
+    hard = GaussianMixture.fit_clusters(X, 4, rng, global_weight=0.0)
+    soft = GaussianMixture.fit_clusters(X, 4, rng, global_weight=0.0, em_iters=50)
+    Y = rng.normal(size=(4000, 3)) @ np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0, 0, 0.5]])
+    ll = {k: float(np.mean(q.logpdf(Y))) for k, q in [("one", one), ("hard", hard),
+                                                      ("soft", soft)]}
+    assert ll["hard"] < ll["one"] - 0.05 and ll["soft"] > ll["hard"] + 0.03, ll
 
 
 # ------------------------------------------------------------------ API
@@ -239,7 +330,7 @@ def test_inference_data_and_stats(run):
     for chain in lml:
         assert np.isnan(chain[:-1]).all() and np.isfinite(chain[-1])
     for name in ("beta", "accept_rate", "n_steps", "nu2", "bandwidth", "accept_local",
-                 "accept_independent", "n_nan"):
+                 "accept_independent", "n_nan", "refreshed"):
         per_chain = _stat_per_chain(run, name)
         assert all(np.isfinite(c).all() for c in per_chain), name
     betas = _stat_per_chain(run, "beta")
@@ -402,3 +493,52 @@ def test_mixture_weights_moments_evidence(mixture, kernel):
         assert sum(ok) >= 2, ok
     else:
         assert sum(ok) < 2, ok
+
+
+_MULTIVARIATE_T = stats.multivariate_t
+
+
+class _WithoutDensity:
+    """Deliberately broken importance weights: the target's density alone, as if the
+    proposal's density were constant (draws from the same t)."""
+
+    def __init__(self, loc, shape, df, seed):
+        self.draw = _MULTIVARIATE_T(loc, shape, df=df, seed=seed)
+
+    def rvs(self, n):
+        return self.draw.rvs(n)
+
+    def logpdf(self, x):
+        return np.zeros(len(x))
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_importance_reference_matches_quadrature(monkeypatch, broken):
+    """The evidence reference of benchmarks/smc_reference.py on a 2-parameter model with
+    transformed variables, against a quadrature of its evidence (measured: -4.3545, se
+    0.019, against -4.3554); weights with the wrong proposal density must fail."""
+    from scipy.special import logsumexp
+
+    import benchmarks.smc_reference as ref
+
+    y = np.array([0.3, 1.2, 2.0])
+
+    def target():
+        with pm.Model() as model:
+            x = pm.HalfNormal("x", 1.0)
+            s = pm.LogNormal("s", 0.0, 0.5)
+            pm.Normal("y", x, s, observed=y)
+        return model, {}
+
+    monkeypatch.setitem(ref.TARGETS, "known", target)
+    xs, log_s = np.linspace(1e-4, 8, 800), np.linspace(-4, 3, 800)
+    X, S = np.meshgrid(xs, np.exp(log_s))
+    log_f = (stats.halfnorm().logpdf(X) + stats.lognorm(0.5).logpdf(S)
+             + sum(stats.norm(X, S).logpdf(v) for v in y))
+    exact = logsumexp(log_f + np.log(S) + np.log(xs[1] - xs[0]) + np.log(log_s[1] - log_s[0]))
+    if broken:
+        monkeypatch.setattr(ref.stats, "multivariate_t",
+                            lambda loc, shape, df, seed: _WithoutDensity(loc, shape, df, seed))
+    r = ref.importance_reference("known", pilot_draws=200, draws=2000, seed=1)
+    ok = abs(r["log_z"] - exact) < 4 * r["log_z_se"] + 0.005 and r["ess"] > 500
+    assert ok != broken, (r["log_z"], r["log_z_se"], exact)
