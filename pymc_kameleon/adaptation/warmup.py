@@ -161,7 +161,8 @@ def climb_end(logps) -> int:
     ``logps[j]`` is the log density after the window's draw ``j + 1``; the climb ends at the
     first draw that reaches the median of the window's second half (so a chain started in
     the posterior's bulk, e.g. at a Laplace mode, drops nothing, and a transient is cut
-    where the log density stops rising).  Returns the number of draws before it.
+    where the log density stops rising; docs/tuning.md, "Windows").  Returns the number of
+    draws before it.
 
     Examples
     --------

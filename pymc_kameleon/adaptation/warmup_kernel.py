@@ -225,6 +225,7 @@ class WarmupKernel:
             return WarmupInfo(False, False)
         # a tuning phase's last window (tuning_window_ends) merges with the one before it,
         # which stays open; its map changes little, so the scale keeps its tuned value
+        # (docs/tuning.md, measured on docs/benchmarks/suite.md)
         merged = (self.to_the_end and tune is not None and len(ends) > 1
                   and ends[-1] == final_window_end(tune) > window_ends(length)[-1])
         self._close_window(state, x, keep_window=merged and draw == ends[-2],
