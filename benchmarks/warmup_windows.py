@@ -1,6 +1,7 @@
 """What the warm-up's windows learn: preconditioner, scale and acceptance per chain.
 
-``python -m benchmarks.warmup_windows --models truncated --seeds 1,2,3 --variants main,late``
+``python -m benchmarks.warmup_windows --models truncated --seeds 1,2,3 --variants code,late``
+``python -m benchmarks.warmup_windows --climb --models radon-nc,gp-poisson``
 
 Runs ``RandomWalkStep()`` with ``pm.sample``'s defaults (4 chains one after the other,
 tune=1000, draws=1000) on suite models and prints, per run, the suite's criteria and, per
@@ -14,6 +15,11 @@ window saw less spread than the posterior has).  Variants of the schedule:
   window_ends` and the kernel as they are);
 * ``late``: commit c3f0f8a's schedule, reverted in d4c978d: the windows of ``code`` plus
   one ending at 90 % of tuning (meaningful only where ``code`` is main's schedule).
+
+``--climb`` instead drives four chains by hand through their first window (75 draws, the
+warm-up's 500 assumed) and prints where the climb from the initial point ended
+(:func:`~pymc_kameleon.adaptation.warmup.climb_end`), from which draw the window kept its
+moments, and the log densities at the start and at the window's level.
 
 Measurements: docs/benchmarks/suite.md, "The random walk's last covariance window".
 """
@@ -29,6 +35,8 @@ import pymc as pm
 
 from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.adaptation import warmup_kernel
+from pymc_kameleon.adaptation.warmup import climb_end
+from pymc_kameleon.compat import start_chain
 
 from .common import quiet_pymc
 from .suite.metrics import accuracy, diagnostics, stack_posterior
@@ -146,6 +154,37 @@ def run(model_name: str, seed: int, variant: str, tune: int = 1000, draws: int =
             "accuracy": acc.to_dict(), "chains": per_chain}
 
 
+def climb(model_name: str, chains: int = 4, seed: int = 100) -> list[dict]:
+    """Drive ``chains`` chains of ``RandomWalkStep()`` through their first window; return,
+    per chain, where its climb ended and from which draw the window kept its moments."""
+    quiet_pymc()
+    seen: list[dict] = []
+    original = warmup_kernel.WarmupKernel._drop_climb
+
+    def drop(self, state):
+        cut = climb_end(state.logps) if state.logps else 0
+        kept = max([s for s, _ in state.climb if s <= cut] + [0])
+        seen.append({"cut": cut, "kept_from": kept, "first": state.logps[0],
+                     "level": float(np.median(state.logps[len(state.logps) // 2:]))})
+        original(self, state)
+
+    model = MODELS[model_name].factory()
+    warmup_kernel.WarmupKernel._drop_climb = drop
+    try:
+        for chain in range(chains):
+            with model:
+                step = RandomWalkStep()
+            start_chain(step, np.random.default_rng(seed + chain))
+            step.reset_tuning()
+            point = model.initial_point()
+            while not seen or len(seen) <= chain:
+                point = step.step(point)[0]
+            seen[-1]["laplace_start"] = step._warm.start
+    finally:
+        warmup_kernel.WarmupKernel._drop_climb = original
+    return seen
+
+
 def _fmt(values) -> str:
     return "/".join(f"{v:.2f}" for v in values)
 
@@ -156,7 +195,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="1,2,3,4,5,6")
     parser.add_argument("--variants", default="code,late")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--climb", action="store_true")
     args = parser.parse_args(argv)
+    if args.climb:
+        for model_name in args.models.split(","):
+            for c, res in enumerate(climb(model_name)):
+                print(f"{model_name} chain {c}: Laplace start {res['laplace_start']}, climb "
+                      f"ended after draw {res['cut']}, window kept from draw "
+                      f"{res['kept_from']}; log density {res['first']:.1f} after draw 1, "
+                      f"level {res['level']:.1f}", flush=True)
+        return
     results = []
     for model_name in args.models.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
