@@ -241,3 +241,19 @@ def test_learned_spread_is_one_for_the_reference_preconditioner(monkeypatch):
     monkeypatch.setattr(kc, "RandomWalkStep", Exact)
     low, high = kc.learned_spread("eight-schools-nc", seed=1, tune=5)
     assert low == pytest.approx(1.0, abs=1e-8) and high == pytest.approx(1.0, abs=1e-8)
+
+
+def test_warmup_windows_whitened_eigenvalues_and_climb():
+    """benchmarks.warmup_windows: eigenvalues of a covariance whitened by a Cholesky factor
+    are the generalised eigenvalues of the pair (SciPy's eigh); the climb report runs."""
+    from scipy.linalg import eigh
+
+    from benchmarks.warmup_windows import _whitened_eigs, climb
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3, 3))
+    cov, ref = a @ a.T + np.eye(3), b @ b.T + np.eye(3)
+    np.testing.assert_allclose(_whitened_eigs(cov, np.linalg.cholesky(ref)),
+                               eigh(cov, ref, eigvals_only=True), rtol=1e-10)
+    (res,) = climb("censored", chains=1)
+    assert 0 <= res["kept_from"] <= res["cut"] and res["level"] < 0

@@ -20,7 +20,10 @@ from pymc_kameleon.adaptation.warmup import (
     AffineMap,
     NoiseCeiling,
     WindowMoments,
+    climb_end,
+    final_window_end,
     regularised_covariance,
+    tuning_window_ends,
     window_ends,
 )
 from pymc_kameleon.steps.state import ObjectState, from_state, to_state
@@ -66,6 +69,38 @@ def test_window_ends_grow_and_end_at_the_warmup_length():
     ends = window_ends(40)
     assert ends[-1] == 40 and list(ends) == sorted(set(ends))
     assert window_ends(1) == (1,)
+
+
+@pytest.mark.parametrize("warmup, tune, expected", [
+    # written out by hand: the warm-up's windows (15/25/45/100 % of it), doublings that end
+    # before tune - max(50, tune // 10), then one ending there
+    (500, 1000, (75, 125, 225, 500, 900)),
+    (150, 300, (22, 38, 68, 150, 250)),
+    (100, 1000, (15, 25, 45, 100, 200, 400, 800, 900)),
+    (1000, 2000, (150, 250, 450, 1000, 1800)),
+    (50, 100, (8, 12, 22, 50)),  # no room: the last tenth re-adapts the scale only
+])
+def test_tuning_windows_end_a_tenth_of_tuning_before_its_end(warmup, tune, expected):
+    assert tuning_window_ends(warmup, tune) == expected
+    assert final_window_end(tune) == tune - max(50, tune // 10)
+
+
+def test_tuning_windows_without_a_known_tuning_length_keep_doubling():
+    assert tuning_window_ends(500, None, upto=0) == (75, 125, 225, 500)
+    assert tuning_window_ends(500, None, upto=1001) == (75, 125, 225, 500, 1000, 2000)
+
+
+def test_climb_end_is_where_the_log_density_reaches_its_later_level():
+    rng = np.random.default_rng(3)
+    level = -rng.chisquare(4, size=60) / 2  # a 4-d Gaussian's log density, stationary
+    climb = np.linspace(-400.0, -6.0, 20)  # rising from the initial point
+    logps = np.concatenate([climb, level])
+    # independently: the first value at or above the median of the last half
+    median = np.sort(logps[40:])[19:21].mean()  # 40 values
+    assert climb_end(logps) == next(i for i, v in enumerate(logps) if v >= median)
+    assert 19 <= climb_end(logps) <= 22
+    assert climb_end(level) <= 3  # started in the bulk: (almost) nothing is the climb
+    assert climb_end([]) == 0 and climb_end([-np.inf, -1.0, -2.0, -1.5]) == 1
 
 
 def test_window_moments_match_numpy():

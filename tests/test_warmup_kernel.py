@@ -13,7 +13,7 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from pymc_kameleon import KameleonStep, RandomWalkStep
-from pymc_kameleon.adaptation.warmup import window_ends
+from pymc_kameleon.adaptation.warmup import regularised_covariance, window_ends
 from pymc_kameleon.adaptation.warmup_kernel import (
     PROBE_EVERY,
     WarmupKernel,
@@ -172,3 +172,103 @@ def test_a_kernel_step_hands_over_after_the_warmup():
     w = step._warm
     assert w.phase == "kernel" and w.walk.window is None
     assert not np.allclose(w.precond.chol, np.eye(2))
+
+
+def _drive(kernel, state, draws, length, tune, position, logp=None, seed=0, until=None):
+    """Feed ``kernel`` 5 iterations per draw at ``position(draw, rng)``; return the positions
+    by draw, and per closing draw the map mean and the walk's scale just before the close."""
+    rng = np.random.default_rng(seed)
+    by_draw, closes = {}, {}
+    for draw in range(1, draws + 1):
+        by_draw[draw] = [position(draw, rng) for _ in range(5)]
+        for x in by_draw[draw]:
+            kernel.update(state, x, 0.3, True)
+        rw = copy.deepcopy(state.rw)
+        rw.update(0.3, target=state.noise.target(rw.target))
+        before = (state.precond.cov.copy(), rw.value)
+        info = kernel.update_draw(state, x, draw, length, accepts=[0.3] * 5, tune=tune,
+                                  logp=None if logp is None else logp(draw))
+        if info.new_window:
+            closes[draw] = (state.precond.mean.copy(), state.precond.cov.copy(), before,
+                            (state.rw.value, state.rw.t))
+    return by_draw, closes
+
+
+def _pooled(by_draw, first, last):
+    """Positions of draws ``first..last`` (1-based, inclusive), computed apart from the kernel."""
+    return np.array([x for d in range(first, last + 1) for x in by_draw[d]])
+
+
+def test_whole_tuning_windows_hold_their_draws_and_the_last_merges_with_the_one_before():
+    kernel = WarmupKernel(dim=2, target=random_walk_target(2), to_the_end=True)
+    state = kernel.init()
+    tune, length = 200, 100
+    by_draw, closes = _drive(kernel, state, tune, length, tune,
+                             lambda d, rng: rng.multivariate_normal([1.0, -1.0], COV))
+    # written out: the warm-up's windows of 100 draws, then one ending at 200 - 50
+    assert sorted(closes) == [15, 25, 45, 100, 150]
+    starts = {15: 1, 25: 16, 45: 26, 100: 46, 150: 46}  # the last pools draws 46..150
+    for end, first in starts.items():
+        np.testing.assert_allclose(closes[end][0], _pooled(by_draw, first, end).mean(axis=0),
+                                   rtol=1e-12)
+    # the merged window's covariance: NumPy's over draws 46..150, regularised toward the
+    # map before it scaled by the walk's tuned scale, which it keeps (the map changes little)
+    prev_cov, scale = closes[150][2]
+    x = _pooled(by_draw, 46, 150)
+    prior = (scale / kernel.scale0) ** 2 * prev_cov
+    expected = regularised_covariance(np.cov(x.T), x.shape[0] / 2.0, prior, 4.0)
+    np.testing.assert_allclose(closes[150][1], expected, rtol=1e-10)
+    assert closes[150][3] == (scale, 0) and closes[100][3] == (kernel.scale0, 0)
+    assert state.rw.t == 50  # ... and adapts for the rest of tuning
+    # nothing is collected after the last window: the draws 151..200 adapt the scale only
+    assert state.window is None and state.window_index == 5
+    np.testing.assert_array_equal(state.precond.cov, closes[150][1])
+
+
+def test_the_first_window_drops_the_climb_from_the_initial_point():
+    kernel = WarmupKernel(dim=2, target=random_walk_target(2))
+    climbing = 6
+
+    def position(draw, rng):  # far away and coming closer, then the posterior
+        if draw <= climbing:
+            return np.array([80.0 - 10.0 * draw, 40.0]) + rng.standard_normal(2)
+        return rng.multivariate_normal([1.0, -1.0], COV)
+
+    def logp(draw):
+        return -1000.0 + 150.0 * draw if draw <= climbing else -2.0 - 0.1 * (draw % 3)
+
+    state = kernel.init()
+    by_draw, closes = _drive(kernel, state, 20, 100, None, position, logp)
+    # independently: log densities of draws 1..15; the climb ends at the first reaching the
+    # median of the second half; the window keeps its draws from the latest start (at
+    # eighths of 15 draws: 0, 2, 4, 6, 8) not after it
+    values = np.array([logp(d) for d in range(1, 16)])
+    cut = int(np.flatnonzero(values >= np.median(values[7:]))[0])
+    start = max(s for s in (0, 2, 4, 6, 8) if s <= cut)
+    assert (cut, start) == (climbing, climbing)
+    np.testing.assert_allclose(closes[15][0], _pooled(by_draw, start + 1, 15).mean(axis=0),
+                               rtol=1e-12)
+    # without log densities (or from a start in the bulk) the whole window is kept
+    state = kernel.init()
+    by_draw, closes = _drive(kernel, state, 20, 100, None, position)
+    np.testing.assert_allclose(closes[15][0], _pooled(by_draw, 1, 15).mean(axis=0),
+                               rtol=1e-12)
+    state = kernel.init()
+    by_draw, closes = _drive(kernel, state, 20, 100, None,
+                             lambda d, rng: rng.multivariate_normal([1.0, -1.0], COV),
+                             lambda d: -2.0)
+    np.testing.assert_allclose(closes[15][0], _pooled(by_draw, 1, 15).mean(axis=0),
+                               rtol=1e-12)
+
+
+def test_random_walk_step_uses_its_whole_tuning_phase():
+    """Under pm.sample (tune known on PyMC 5 and 6) RandomWalkStep's windows end at 15, 25,
+    45 and 100 % of half of tuning and once more a tenth of tuning before its end; before,
+    the window after the warm-up's ended with tuning and was never used."""
+    with pm.Model():
+        pm.Normal("x", 0.0, [1.0, 10.0], shape=2)
+        step = RandomWalkStep()
+        pm.sample(tune=300, draws=5, chains=1, cores=1, step=step, random_seed=1,
+                  progressbar=False, compute_convergence_checks=False)
+    assert step._walk.window_ends(150, 300) == (22, 38, 68, 150, 250)
+    assert step._warm.walk.window_index == 5

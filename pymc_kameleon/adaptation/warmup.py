@@ -6,7 +6,9 @@ NUTS's mass matrix (the kernel itself: :mod:`.warmup_kernel`).  The kernel sampl
 in whitened coordinates ``u = L^{-1} (x - m)``.  This module holds the pieces:
 
 * :class:`AffineMap`: ``x = m + L u`` and back;
-* :func:`window_ends`: the window boundaries (in PyMC draws);
+* :func:`window_ends`: the window boundaries (in PyMC draws), and
+  :func:`tuning_window_ends` for a warm-up that runs for the whole tuning phase;
+* :func:`climb_end`: where the first window's climb from the initial point ends;
 * :class:`WindowMoments`: running mean/covariance of one window and its accepted moves;
 * :func:`regularised_covariance`: a window estimate shrunk toward a prior covariance in
   the prior's whitened coordinates (never toward the raw axes);
@@ -44,7 +46,10 @@ __all__ = [
     "AffineMap",
     "NoiseCeiling",
     "WindowMoments",
+    "climb_end",
+    "final_window_end",
     "regularised_covariance",
+    "tuning_window_ends",
     "window_ends",
 ]
 
@@ -100,6 +105,77 @@ def window_ends(warmup_draws: int) -> tuple[int, ...]:
     fractions = (0.15, 0.25, 0.45, 1.0)
     ends = sorted({max(1, int(round(f * warmup_draws))) for f in fractions})
     return tuple(ends)
+
+
+def final_window_end(tune: int) -> int:
+    """Where the last window of a warm-up run for the whole tuning phase ends: a tenth of
+    tuning (at least 50 draws) before its end, left to re-adapt the scale.
+
+    Examples
+    --------
+    >>> final_window_end(1000), final_window_end(300)
+    (900, 250)
+    """
+    return int(tune) - max(50, int(tune) // 10)
+
+
+def tuning_window_ends(warmup_draws: int, tune: int | None, upto: int = 0) -> tuple[int, ...]:
+    """Window ends of a warm-up that adapts for the whole tuning phase (the random walk).
+
+    The warm-up's windows (:func:`window_ends`), then doubling ones while they end before
+    :func:`final_window_end`, then one ending there; that last window continues the moments
+    of the one before it (merged, not replacing them), so every draw after the first window
+    feeds the map and none is collected without being used (docs/tuning.md, "Windows").
+    With ``tune`` unknown (a step driven by hand), windows keep doubling up to ``upto``.
+
+    Examples
+    --------
+    >>> tuning_window_ends(500, 1000)
+    (75, 125, 225, 500, 900)
+    >>> tuning_window_ends(100, 1000)
+    (15, 25, 45, 100, 200, 400, 800, 900)
+    >>> tuning_window_ends(500, None, upto=1500)
+    (75, 125, 225, 500, 1000, 2000)
+    """
+    ends = list(window_ends(warmup_draws))
+    if tune is None:
+        while ends[-1] < upto:
+            ends.append(2 * ends[-1])
+        return tuple(ends)
+    last = final_window_end(tune)
+    while 2 * ends[-1] < last:
+        ends.append(2 * ends[-1])
+    if last > ends[-1]:
+        ends.append(last)
+    return tuple(ends)
+
+
+#: The first window keeps its draws from one of these fractions of it on (eighths, at most
+#: half of it dropped): where the log density stopped rising (:func:`climb_end`).
+CLIMB_STARTS = (0.0, 0.125, 0.25, 0.375, 0.5)
+
+
+def climb_end(logps) -> int:
+    """Draws of a first window that are still the climb from the initial point.
+
+    ``logps[j]`` is the log density after the window's draw ``j + 1``; the climb ends at the
+    first draw that reaches the median of the window's second half (so a chain started in
+    the posterior's bulk, e.g. at a Laplace mode, drops nothing, and a transient is cut
+    where the log density stops rising; docs/tuning.md, "Windows").  Returns the number of
+    draws before it.
+
+    Examples
+    --------
+    >>> climb_end([-90.0, -40.0, -12.0, -5.0, -4.0, -6.0, -5.5, -4.5])
+    3
+    >>> climb_end([-1.0, -2.0, -1.5, -3.0])
+    0
+    """
+    values = np.asarray(logps, dtype=float)
+    if values.size == 0:
+        return 0
+    level = np.median(values[values.size // 2:])
+    return int(np.argmax(values >= level))
 
 
 @dataclass

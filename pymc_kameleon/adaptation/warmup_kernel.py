@@ -9,7 +9,10 @@ ratio is 0), and adapts while PyMC tunes:
   draw (lowered to half the ceiling a noisy log density allows, :class:`.NoiseCeiling`);
 * location ``m`` and shape ``L`` are learned in growing windows (:func:`.window_ends`), each
   window's covariance regularised toward the last map (:func:`.regularised_covariance`) or
-  toward a Laplace start's Gaussian (:meth:`WarmupKernel.start_at`);
+  toward a Laplace start's Gaussian (:meth:`WarmupKernel.start_at`); the first window drops
+  the climb from the initial point (:func:`.climb_end`), and a warm-up kept for the whole
+  tuning phase ends its last window a tenth of tuning before the end, merged with the one
+  before it (:func:`.tuning_window_ends`);
 * with a noisy log density, one iteration in ``PROBE_EVERY`` proposes the current point
   again, to measure that ceiling.
 
@@ -39,7 +42,17 @@ from typing import NamedTuple
 import numpy as np
 
 from .robbins_monro import RobbinsMonro
-from .warmup import AffineMap, NoiseCeiling, WindowMoments, regularised_covariance, window_ends
+from .warmup import (
+    CLIMB_STARTS,
+    AffineMap,
+    NoiseCeiling,
+    WindowMoments,
+    climb_end,
+    final_window_end,
+    regularised_covariance,
+    tuning_window_ends,
+    window_ends,
+)
 
 __all__ = ["PROBE_EVERY", "WarmupInfo", "WarmupKernel", "WarmupState", "random_walk_target"]
 
@@ -59,12 +72,16 @@ class WarmupState:
 
     precond: AffineMap  # x = m + L u, the map the chain is whitened by
     rw: RobbinsMonro  # the walk's scale
-    window: WindowMoments | None  # moments of the open window (None after final)
+    window: WindowMoments | None  # moments of the open window (None: nothing more to learn)
     noise: NoiseCeiling = field(default_factory=NoiseCeiling)
     window_index: int = 0
     prior_cov: np.ndarray | None = None  # what a window's covariance is shrunk toward
     prior_n: float = 0.0  # its weight, in pseudo-samples
     laplace: bool = False  # whether the prior is the Laplace start's Gaussian
+    # the first window: its moments from later starts (draw, moments) and the log density
+    # after each of its draws, to drop the climb from the initial point
+    climb: list = field(default_factory=list)
+    logps: list = field(default_factory=list)
 
 
 class WarmupInfo(NamedTuple):
@@ -93,8 +110,9 @@ class WarmupKernel:
     cov : array, optional
         Initial shape ``L L^T`` (default identity).
     to_the_end : bool
-        Keep doubling the windows for the whole tuning phase and never hand over (the
-        random-walk step); otherwise the warm-up is over at the end of its last window.
+        Adapt for the whole tuning phase and never hand over (the random-walk step): windows
+        :func:`.tuning_window_ends`; otherwise the warm-up is over at the end of its last
+        window.
 
     Examples
     --------
@@ -173,32 +191,78 @@ class WarmupKernel:
         the decision, in the window; a probe's acceptance in the noise ceiling."""
         if probe:
             state.noise.add(accept_prob)
-        state.window.add(x, moved)
+        if state.window is not None:
+            state.window.add(x, moved)
+        for _, later in state.climb:
+            later.add(x, moved)
+
+    def window_ends(self, length: int, tune: int | None = None,
+                    draw: int = 0) -> tuple[int, ...]:
+        """The draws at which windows end: :func:`.window_ends` of the warm-up's ``length``,
+        or with ``to_the_end`` :func:`.tuning_window_ends` (``tune`` tuning draws, None if
+        unknown: doubling windows past ``draw``)."""
+        if not self.to_the_end:
+            return window_ends(length)
+        return tuning_window_ends(length, tune, upto=draw)
 
     def update_draw(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
-                    accepts: list | None = None) -> WarmupInfo:
+                    accepts: list | None = None, tune: int | None = None,
+                    logp: float | None = None) -> WarmupInfo:
         """At the start of tuning draw ``draw + 1`` (``draw`` done, ``length`` in the
-        warm-up): the scale from the last draw's acceptance probabilities ``accepts``
-        (probes excluded), and at a window's end a new map from the window."""
+        warm-up, ``tune`` in tuning if known): the scale from the last draw's acceptance
+        probabilities ``accepts`` (probes excluded), and at a window's end a new map from
+        the window.  ``logp``, the log density at ``x``, tells the first window where the
+        climb from the initial point ended (without it the whole window is kept)."""
         if not self.adapt:
             return WarmupInfo(False, not self.to_the_end and draw >= length)
         target = state.noise.target(state.rw.target)
         if accepts:
             state.rw.update(float(np.mean(accepts)), target=target)
-        ends = list(window_ends(length))
-        if self.to_the_end:  # keep doubling windows for the whole tuning phase
-            while ends[-1] < draw:
-                ends.append(2 * ends[-1])
+        ends = self.window_ends(length, tune, draw)
+        if state.window_index == 0 and logp is not None and draw <= ends[0]:
+            self._follow_climb(state, draw, ends[0], logp)
         if draw not in ends:
             return WarmupInfo(False, False)
-        self._close_window(state, x)
+        # a tuning phase's last window (tuning_window_ends) merges with the one before it,
+        # which stays open; its map changes little, so the scale keeps its tuned value
+        # (docs/tuning.md, measured on docs/benchmarks/suite.md)
+        merged = (self.to_the_end and tune is not None and len(ends) > 1
+                  and ends[-1] == final_window_end(tune) > window_ends(length)[-1])
+        self._close_window(state, x, keep_window=merged and draw == ends[-2],
+                           keep_scale=merged and draw == ends[-1])
+        if self.to_the_end and tune is not None and draw == ends[-1]:
+            state.window = None  # the last window: from here on only the scale adapts
         return WarmupInfo(True, not self.to_the_end and draw >= length)
 
-    def _close_window(self, state: WarmupState, x: np.ndarray) -> None:
+    @staticmethod
+    def _follow_climb(state: WarmupState, draw: int, first_end: int, logp: float) -> None:
+        """Within the first window: record the log density after ``draw`` and open the
+        moments of a later start at the fractions :data:`.CLIMB_STARTS` of the window."""
+        if draw > 0:
+            state.logps.append(float(logp))
+        if draw < first_end and any(draw == int(round(f * first_end)) for f in CLIMB_STARTS[1:]):
+            state.climb.append((draw, WindowMoments(state.precond.mean.size)))
+
+    def _drop_climb(self, state: WarmupState) -> None:
+        """At the first window's end: keep its moments from the latest start at or before
+        the end of the climb (:func:`.climb_end`; docs/tuning.md, "Windows")."""
+        if state.logps:
+            cut = climb_end(state.logps)
+            for start, later in state.climb:
+                if start <= cut and later.count > 1:
+                    state.window = later
+        state.climb, state.logps = [], []
+
+    def _close_window(self, state: WarmupState, x: np.ndarray, keep_window: bool = False,
+                      keep_scale: bool = False) -> None:
         """The window's covariance, shrunk toward the prior, becomes the map; the scale
-        restarts at ``2.38 / sqrt(d)`` within ``[0.02, 20]`` times it."""
+        restarts at ``2.38 / sqrt(d)`` within ``[0.02, 20]`` times it (``keep_window``: the
+        window stays open for the next one to merge with; ``keep_scale``: the scale
+        restarts from its tuned value)."""
         d = self.dim
         s0 = self.scale0
+        if state.window_index == 0:
+            self._drop_climb(state)
         ratio = state.rw.value / s0
         if state.laplace and state.window_index == 0 and not 0.2 < ratio < 5.0:
             state.laplace, state.prior_cov = False, None  # the Laplace scale disagrees
@@ -208,10 +272,11 @@ class WarmupKernel:
         cov = regularised_covariance(state.window.cov, n_eff, state.prior_cov, state.prior_n)
         mean = state.window.mean if state.window.count else x
         state.precond = AffineMap.from_cov(mean, cov)
-        state.window = WindowMoments(d)
+        if not keep_window:
+            state.window = WindowMoments(d)
         state.window_index += 1
-        state.rw = RobbinsMonro(s0, state.rw.target, state.rw.exponent,
-                                lower=0.02 * s0, upper=20 * s0)
+        state.rw = RobbinsMonro(state.rw.value if keep_scale else s0, state.rw.target,
+                                state.rw.exponent, lower=0.02 * s0, upper=20 * s0)
 
     def final(self, state: WarmupState) -> AffineMap:
         """End the warm-up: nothing more is learned (the open window is dropped); return

@@ -629,7 +629,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
                 self._begin_tuning_draw(mean)
             else:
                 info = self._walk.update_draw(w.walk, w.x, w.draw, self._warmup_length(),
-                                              w.accepts)
+                                              w.accepts, tune=self._chain_tune, logp=w.logp)
                 if info.new_window and w.work is not None:
                     w.work.positions.clear()  # positions whitened by another map do not mix
                 if info.done:

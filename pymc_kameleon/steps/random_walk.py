@@ -26,7 +26,8 @@ class RandomWalkStep(BaseKernelStep):
     (:class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`), kept to the end: ``L``
     is learned in growing windows for the whole tuning phase (location and covariance of the
     posterior, dense with shrinkage; started from a gradient-free Laplace approximation when
-    the log density is deterministic) and ``scale`` follows a Robbins-Monro recursion toward
+    the log density is deterministic), the last one ending a tenth of tuning before its end,
+    merged with the one before it, and ``scale`` follows a Robbins-Monro recursion toward
     ``target_accept``, batched per draw.  Everything is frozen when tuning ends.
 
     Parameters
