@@ -70,6 +70,14 @@ def noisy_model(sigma: float) -> pm.Model:
     return model
 
 
+class TemperedTarget:
+    """Mixin for deliberately broken variants: samples the target to the power 0.7 (on a
+    Gaussian every variance 1/0.7 times the truth) while claiming the target itself."""
+
+    def _logp_unchecked(self, x):
+        return 0.7 * super()._logp_unchecked(x)
+
+
 class DropHastingsCorrection:
     """Mixin for deliberately broken variants: treats the (asymmetric) proposal as
     symmetric by zeroing the log correction ``log q(y|x*) - log q(x*|y)``."""
@@ -160,6 +168,20 @@ def banana_check_groups(idata, b: float, v: float, size: int = 4,
     post = group_dataset(idata, "posterior")
     return [banana_check(post.isel(chain=slice(start, start + size)), b, v, name)
             for start in range(0, post.sizes["chain"] - size + 1, size)]
+
+
+#: Group design of the banana tests: a run of 16 chains holds four disjoint 4-chain groups,
+#: at least 2 of which must pass; each test states its per-group criterion, the measured
+#: group pass rates and the resulting error probabilities.
+BANANA_CHAINS, BANANA_MIN_PASSING = 16, 2
+
+
+def banana_groups_passing(idata, b: float, v: float, max_error: float,
+                          max_rhat: float = np.inf) -> tuple[int, list[tuple[float, float]]]:
+    """(number of 4-chain groups with coverage error below ``max_error`` and R-hat below
+    ``max_rhat``, every group's (error, R-hat)) of a banana run."""
+    groups = banana_check_groups(idata, b, v)
+    return sum(e < max_error and r < max_rhat for e, r in groups), groups
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import GAUSS_COV, SAMPLERS, ks_pvalue, moment_zscores, sample
+from checks import GAUSS_COV, SAMPLERS, TemperedTarget, ks_pvalue, moment_zscores, sample
 from pymc.exceptions import SamplingError
 from scipy import stats
 
@@ -87,14 +87,6 @@ def test_gaussian_moments(gauss_idata):
     passing = [gaussian_chain_passes(chain) for chain in x]
     assert sum(passing) >= GAUSS_MIN_PASSING, passing
     assert np.corrcoef(x.reshape(-1, 2).T)[0, 1] == pytest.approx(0.9, abs=0.05)
-
-
-class TemperedTarget:
-    """Mixin for deliberately broken variants: samples the target to the power 0.7 (every
-    variance 1/0.7 times the truth) while claiming the target itself."""
-
-    def _logp_unchecked(self, x):
-        return 0.7 * super()._logp_unchecked(x)
 
 
 @pytest.mark.slow
