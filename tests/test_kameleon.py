@@ -122,12 +122,12 @@ def banana():
 @pytest.mark.parametrize("step, max_rhat", [(GAMMA_01, 1.1), (KameleonStep, 1.2)],
                          ids=["gamma-0.1", "default-gamma"])
 def test_banana_strong_quantiles(banana, step, max_rhat):
-    """2-d B(0.1, 100), 16 chains of 8000 draws (tune 2000), group design above.
+    """2-d B(0.1, 100), 16 chains of 8000 draws (tune 2000), the group design of checks.py.
 
     R-hat's bound is looser with the default gamma: it crosses between the arms more slowly
-    (its coverage errors are as small).  Measured per 4-chain group (group pass rate p):
-    a correct step fails with probability P(Binomial(4, p) <= 1); see the measurement
-    table for p of each variant and of the broken one.
+    (its coverage errors are as small).  At a group pass rate p a correct step fails with
+    probability P(Binomial(4, p) <= 1); p of each variant and of its control:
+    docs/benchmarks/test_calibration.md.
     """
     idata = sample(banana, step, draws=8000, tune=2000, chains=BANANA_CHAINS, cores=2,
                    seed=0)
