@@ -160,15 +160,23 @@ def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
 
 
 def test_a_kernel_step_hands_over_after_the_warmup():
-    """The walk's window is dropped (final) when the sampler takes over; the map stays."""
+    """The sampler takes over at draw 13 of a 12-draw warm-up with the map of the last
+    window, which stays frozen.  Seen in the stats: KAMH's history holds the kernel
+    iterations only, and its first refresh comes after 50 of them (10 draws of 5), at the
+    start of draw 23 (``scaling`` is NaN and ``n_history`` 0 until then)."""
     with pm.Model():
         pm.MvNormal("x", mu=np.zeros(2), cov=COV)
-        step = KameleonStep(warmup_draws=12, rng=2)
-        point = {"x": np.zeros(2)}
-        for draw in range(1, 15):
-            point = step.step(point)[0]
-            if draw <= 12:
-                assert step._warm.phase == "warmup" and step._warm.walk.window is not None
-    w = step._warm
-    assert w.phase == "kernel" and w.walk.window is None
-    assert not np.allclose(w.precond.chol, np.eye(2))
+        step = KameleonStep(warmup_draws=12, n_steps=5, rng=2)
+        point, scaling, n_history, maps = {"x": np.zeros(2)}, [], [], []
+        for _ in range(30):
+            point, stats = step.step(point)
+            scaling.append(stats[0]["scaling"])
+            n_history.append(stats[0]["n_history"])
+            maps.append(step.preconditioner)
+    assert np.all(np.isnan(scaling[:22])) and np.all(np.isfinite(scaling[22:]))
+    assert n_history[21] == 0 and n_history[22] == 50
+    assert not np.allclose(maps[12].chol, maps[11].chol)  # the last window closed
+    assert not np.allclose(maps[12].chol, np.eye(2))
+    for m in maps[13:]:
+        np.testing.assert_array_equal(m.chol, maps[12].chol)
+        np.testing.assert_array_equal(m.mean, maps[12].mean)
