@@ -316,7 +316,8 @@ def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, 
     proposed = {}  # estimator id -> tuning iterations it proposed
     for _ in range(n_tune):
         point, _ = step.step(point)
-        est = step._adapt.proposer()[0].estimator  # the one that made the last proposal
+        # the surrogate that made the last proposal: not reported (the stat is the one in use)
+        est = step._adapt.proposer()[0].estimator
         proposed[id(est)] = proposed.get(id(est), 0) + 1
     step.stop_tuning()
     a = step.current_surrogate
@@ -339,7 +340,7 @@ def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surro
     the frozen step size differed from the last reported one.)"""
     with gauss:
         step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
-    assert step._chain_tune is None
+    assert step._chain_tune is None  # the premise: the step was not told the tuning length
     point = gauss.initial_point()
     for _ in range(n_tune):
         point, stats = step.step(point)
@@ -355,6 +356,7 @@ def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surro
 def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
     with gauss:
         step = KernelHMCStep(rng=5, n_steps=1, warmup_draws=1)
+    # the grid of each cross-validation is the object under test (no stat reports it)
     grids = []
     original = step._cross_validate
 
@@ -495,7 +497,7 @@ def gauss_corr():
 
 class _DriftingWalk(KernelHMCStep):
     """Deliberately broken: the random-walk iterations after tuning drift (an asymmetric
-    proposal scored as a symmetric one)."""
+    proposal scored as a symmetric one).  It reads the walk's step size inside the step."""
 
     def _propose(self, state):
         proposal, info = super()._propose(state)

@@ -117,7 +117,7 @@ def test_random_walk_propose_is_the_warmup_walk_with_its_proposal_densities():
         point = {"x": np.array([0.3, -0.2])}
         for _ in range(40):  # past the first windows: a map that is not the identity
             point = step.step(point)[0]
-    w = step._warm
+    w = step._warm  # the proposal and MH correction of _propose at the chain's state
     assert not np.allclose(w.precond.chol, np.eye(2))
     u = w.precond.to_u(w.x)
     expected_rng = copy.deepcopy(step.rng)
@@ -144,7 +144,7 @@ def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
         pseudo_marginal_potential("lik", lambda m, rng: -0.5 * m**2 + rng.normal(0, 0.3), mu)
         step = RandomWalkStep(rng=1)
         step.step({"mu": np.array(0.1)})
-    w = step._warm
+    w = step._warm  # unit test of the probe rule: sets the iteration count it reads
     assert w.noisy
     u = w.precond.to_u(w.x)
     w.iteration = PROBE_EVERY - 1
