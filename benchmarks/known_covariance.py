@@ -87,7 +87,7 @@ def learned_spread(name: str, seed: int, tune: int = 1000) -> tuple[float, float
         step = RandomWalkStep()
         pm.sample(step=step, tune=tune, draws=1, chains=1, cores=1, random_seed=seed,
                   progressbar=False, compute_convergence_checks=False)
-    chol = step._warm.precond.chol
+    chol = step.preconditioner.chol
     white = solve_triangular(chol, solve_triangular(chol, cov, lower=True).T, lower=True)
     eig = np.linalg.eigvalsh(0.5 * (white + white.T))
     return float(eig[0]), float(eig[-1])

@@ -80,7 +80,8 @@ class TemperedTarget:
 
 class DropHastingsCorrection:
     """Mixin for deliberately broken variants: treats the (asymmetric) proposal as
-    symmetric by zeroing the log correction ``log q(y|x*) - log q(x*|y)``."""
+    symmetric by zeroing the log correction ``log q(y|x*) - log q(x*|y)`` (it wraps the
+    samplers' internal hook ``_propose``: the break has to be made inside)."""
 
     def _propose(self, state):
         proposal, stats = super()._propose(state)

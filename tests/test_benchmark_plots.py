@@ -15,7 +15,7 @@ from benchmarks.common import ChainResult
 def _minor_labels(lo: float, hi: float) -> list[float]:
     ax = Figure().subplots()
     ax.barh([0, 1], [lo, hi])
-    plots._log_axis(ax, [lo, hi])
+    plots._log_axis(ax, [lo, hi])  # one axis of plot_metrics, at a chosen span
     ax.figure.canvas.draw()
     left, right = ax.get_xlim()
     return [float(t.get_text()) for t, v in zip(ax.xaxis.get_minorticklabels(),

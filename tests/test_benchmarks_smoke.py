@@ -59,7 +59,7 @@ def test_logp_backend_break_even_lines():
 
     rows = [("hier10", "NUMBA", {}, warm(1.0, 2.0)), ("hier10", "CVM", {}, warm(0.5, 4.0)),
             ("banana8", "NUMBA", {}, warm(1.0, 3.0)), ("banana8", "CVM", {}, warm(0.5, 2.0))]
-    lines = logp_backend._break_even(rows)
+    lines = logp_backend._break_even(rows)  # the report's sentences from known timings
     assert "Numba is ahead after 250,000 calls" in lines[0]
     assert "CVM is ahead at any number of calls" in lines[1]
 
@@ -232,7 +232,7 @@ def test_learned_spread_is_one_for_the_reference_preconditioner(monkeypatch):
     assert 0 < low <= high
     cov = kc.reference_covariance(MODELS["eight-schools-nc"].factory(), "eight-schools-nc")
 
-    class Exact(kc.RandomWalkStep):  # the warm-up's map replaced by the exact one
+    class Exact(kc.RandomWalkStep):  # the warm-up's map replaced (inside) by the exact one
         def astep(self, q0):
             out = super().astep(q0)
             self._warm.precond = AffineMap.from_cov(np.zeros(self.dim), cov)

@@ -11,6 +11,7 @@ from pymc_kameleon import compat
 
 
 def test_versions_are_parsed():
+    # unit test of the parser: local and unparsable versions are not installed here
     assert compat._version("3.3.7+4.g1a2b") == (3, 3)
     assert compat._version("6.4.0") == (6, 4)
     assert compat.PYMC_VERSION[0] in (5, 6)

@@ -257,7 +257,9 @@ def plugins_on_scheduler(client) -> list[str]:
 def test_one_chain_tasks_merge_into_pm_sample_result():
     """Tasks run in this process, with the seed sequence of chain i (``SeedSequence(S,
     n_children_spawned=i)``) and merged: equal to ``pm.sample``, groups without a chain
-    dimension (observed and constant data) and warm-up groups included."""
+    dimension (observed and constant data) and warm-up groups included.  The internal task
+    functions, without a cluster, so that a failure points at them, not at Dask (the cluster
+    tests check the same draws through ``sample``)."""
     kwargs = {"draws": 30, "tune": 20, "discard_tuned_samples": False}
     payload = pkd._dumps((data_model, RandomWalkStep, kwargs), "the task")
     parts = [pkd._run_chain(payload, i, np.random.default_rng(
@@ -313,7 +315,8 @@ def test_missing_dask_names_the_extra(monkeypatch):
 
 
 def test_compiledir_plugin_loads_without_importing_pytensor(tmp_path):
-    """The plugin travels by value: a fresh process loads it before PyTensor is imported."""
+    """The plugin travels by value: a fresh process loads it before PyTensor is imported.
+    (The internal plugin, loaded in a fresh process where nothing is imported yet.)"""
     import cloudpickle
 
     for root in (None, str(tmp_path / "cd")):

@@ -1,5 +1,6 @@
 """FastKameleonStep-specific behaviour; the generic PyMC contract is in test_step_contract.py."""
 
+import dataclasses
 from functools import partial
 
 import numpy as np
@@ -38,7 +39,12 @@ def history():
 
 
 def _step_with_history(model, history, **kwargs):
-    """A step whose feature moments are the batch moments of ``history``."""
+    """A step whose feature moments are the batch moments of ``history``.
+
+    For the unit tests of the proposal's math: a known adaptation state is reached only by
+    feeding the history to the internal ``_record`` / ``_refresh``, and the proposal
+    (``_propose``, its features and moments) is then compared with an independent
+    computation."""
     with model:
         step = FastKameleonStep(rng=1, n_bandwidth=len(history), **kwargs)
     for z in history:
@@ -56,7 +62,7 @@ def test_proposal_covariance_equals_kamh_with_the_approximate_kernel(gauss, hist
     """
     step = _step_with_history(gauss, history, bandwidth=1.5, embedding=embedding,
                               trace_tolerance=0.0)
-    phi = step._adapt.features.features
+    phi = step._adapt.features.features  # the step's own features: the kernel k~ under test
     n, d, h = len(history), 2, 1e-6
     y = np.array([0.7, 0.4])
     M = np.column_stack([
@@ -71,6 +77,7 @@ def test_proposal_covariance_equals_kamh_with_the_approximate_kernel(gauss, hist
 
 
 def test_feature_moments_equal_batch_formulas(gauss, history):
+    # unit test of the internal online moments against the batch formulas
     step = _step_with_history(gauss, history[:200], bandwidth=1.5)
     for z in history[200:]:
         step._record(z)
@@ -81,7 +88,7 @@ def test_feature_moments_equal_batch_formulas(gauss, history):
 
 def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history):
     step = _step_with_history(gauss, history, bandwidth=1.5, trace_tolerance=0.0)
-    a = step._adapt
+    a = step._adapt  # the MH correction of _propose against SciPy at a known state
     C = np.cov(a.features.features(history).T, bias=True)
 
     def cov_at(x):
@@ -97,19 +104,27 @@ def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history)
     assert abs(proposal.log_correction) > 1e-6  # reusing the forward covariance would give 0
 
 
+def _nbytes(tree) -> int:
+    """Bytes of the arrays in a ``sampling_state`` tree (PyMC's view of the step)."""
+    if isinstance(tree, np.ndarray):
+        return tree.nbytes
+    if isinstance(tree, dict):
+        return sum(_nbytes(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(_nbytes(v) for v in tree)
+    if dataclasses.is_dataclass(tree):
+        return sum(_nbytes(getattr(tree, f.name)) for f in dataclasses.fields(tree))
+    return 0
+
+
 def _state_nbytes(step) -> int:
-    a = step._adapt
-    total = 0
-    for value in vars(a).values():
-        for arr in [value] + list(vars(value).values() if hasattr(value, "__dict__") else []):
-            if isinstance(arr, np.ndarray):
-                total += arr.nbytes
-    return total
+    return _nbytes(step.sampling_state)
 
 
 def test_memory_does_not_grow_with_the_chain(gauss):
-    """No history array grows: the adaptive state has the same size after 300 and 3000
-    tuning iterations (feature moments O(D^2), bandwidth reservoir of fixed size)."""
+    """No history array grows: the state PyMC saves for the step (``sampling_state``) has
+    the same size after 300 and 3000 tuning draws (feature moments O(D^2), bandwidth
+    reservoir of fixed size)."""
     sizes = []
     for n_iter in (300, 3000):
         with gauss:
@@ -234,6 +249,8 @@ def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
     the accumulated moments (whole history); a larger move restarts them from the reservoir.
     Restarting at every refresh left up to half of C's weight on the last consecutive points
     and halved the ESS per iteration on the 8-d B(0.1, 100)."""
+    # unit test of the refresh rule, fed histories of known spread (the stats show the
+    # bandwidth, not whether the moments restarted)
     rng = np.random.default_rng(5)
     with gauss:
         step = FastKameleonStep(rng=3, n_bandwidth=100)
@@ -260,7 +277,7 @@ def test_truncated_feature_covariance_is_the_proposal_in_both_directions(gauss, 
     the draw, the forward and the reverse density all use it, so the ratio stays exact."""
     step = _step_with_history(gauss, history, bandwidth=1.5, trace_tolerance=1e-3)
     step.tune = False  # frozen C: the factor is used
-    a = step._adapt
+    a = step._adapt  # the factor R and both densities of _propose, against SciPy
     C = np.cov(a.features.features(history).T, bias=True)
     y = np.array([1.0, 0.5])
     proposal, _ = step._propose(ChainState(y, 0.0))
@@ -305,7 +322,7 @@ def test_tracked_factor_while_tuning_exact_factor_after(gauss, history, n_featur
     product."""
     step = _step_with_history(gauss, history, bandwidth=1.5, n_features=n_features,
                               trace_tolerance=tolerance)
-    a = step._adapt
+    a = step._adapt  # the tracked and the exact factor of _propose, against SciPy
     y = np.array([1.0, 0.5])
 
     def cov_at(x, R):

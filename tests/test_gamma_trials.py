@@ -58,6 +58,8 @@ def test_cached_proposal_follows_a_change_of_gamma(gauss, cls):
     off here.)"""
     with gauss:
         step = cls(rng=0, warmup_draws=20, n_steps=2, adapt_scale=False)
+    # the proposal cache is the object under test: a stale factor changes no stat, only the
+    # MH ratio, too slightly for a statistical test
     cached = step._cached_proposal
     seen = set()
 
@@ -87,7 +89,9 @@ def test_gamma_steps_down_when_the_adaptive_scale_is_at_its_floor(gauss, cls):
     point = gauss.initial_point()
     for _ in range(400):  # the warm-up and the trials (120 draws)
         point, _ = step.step(point)
-    a = step._adapt  # (a new state when the warm-up ends)
+    # unit test of the step-down rule: it puts the scale on its floor, where only long
+    # tuning runs take it (a new adaptation state when the warm-up ends)
+    a = step._adapt
     assert a.gammas.done
     a.gammas.index = 1  # the wide candidate in use
     for _ in range(5):

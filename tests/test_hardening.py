@@ -286,17 +286,24 @@ def test_random_walk_invalid_parameters(kwargs, match):
 
 def test_random_walk_starts_from_the_given_cov():
     """A given cov is the initial proposal shape: the Laplace start (which replaced it)
-    runs only on request."""
+    runs only on request.  Seen in the step's learned map and in its ``laplace_start`` stat
+    (-1: the Laplace mode was not used)."""
     cov = np.array([[4.0, 0.3], [0.3, 0.25]])
     with pm.Model() as model:
         pm.Normal("x", 0.0, 1.0, shape=2)
         given, laplace = RandomWalkStep(cov=cov), RandomWalkStep(cov=cov, laplace=True)
+    starts = []
     for step in (given, laplace):  # the first tuning draw (no warm-up window closed yet)
         start_chain(step, 1, tune=1000, draws=1000)
-        step.step(model.initial_point())
-    np.testing.assert_allclose(given._warm.precond.cov, cov, rtol=1e-12)
-    assert not given._warm.laplace and laplace._warm.laplace
-    np.testing.assert_allclose(laplace._warm.precond.cov, np.eye(2), rtol=1e-3)
+        assert step.preconditioner is None  # no chain yet
+        _, stats = step.step(model.initial_point())
+        starts.append(stats[0]["laplace_start"])
+    np.testing.assert_allclose(given.preconditioner.cov, cov, rtol=1e-12)
+    np.testing.assert_allclose(laplace.preconditioner.cov, np.eye(2), rtol=1e-3)
+    assert starts[0] == -1 and starts[1] >= 0
+    learned = given.preconditioner  # a copy: changing it leaves the chain's map alone
+    learned.chol[:] = 0.0
+    np.testing.assert_allclose(given.preconditioner.cov, cov, rtol=1e-12)
 
 
 def test_a_block_without_elements_is_a_clear_error(sampler):

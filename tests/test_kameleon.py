@@ -72,7 +72,7 @@ def test_proposal_and_mh_correction_match_the_formulas(gauss):
     point = gauss.initial_point()
     for _ in range(400):
         point, _ = step.step(point)
-    a = step._adapt
+    a = step._adapt  # the MH correction of _propose, rebuilt from its subsample and bandwidth
     y = point["x"].astype(float)
     proposal, _ = step._propose(ChainState(y, 0.0))
     x_new = proposal.position
@@ -102,7 +102,7 @@ def test_a_refresh_on_one_repeated_point_builds_no_kernel(gauss, bandwidth):
     distinct points are enough for either."""
     with gauss:
         step = KameleonStep(rng=0, bandwidth=bandwidth)
-    a = step._adapt
+    a = step._adapt  # unit test of the refresh rule, fed a history of one repeated point
     for _ in range(5):
         a.reservoir.add(np.array([0.5, -1.0]), step.rng)
     step._refresh()

@@ -84,15 +84,34 @@ def test_random_walk_until_the_first_fit_then_trajectories(gauss, surrogate):
     assert np.all(idata.sample_stats.kernel_sigma.values[took] == 2 * bw**2)
 
 
-def test_per_coordinate_lengths_default(gauss):
-    with gauss:
-        assert KernelHMCStep()._ard  # finite, 2 <= d <= 16, no bandwidth given
-        assert not KernelHMCStep(surrogate="lite")._ard
-        assert not KernelHMCStep(bandwidth=2.0)._ard
-        assert not KernelHMCStep(ard=False)._ard
-    with pm.Model():
-        pm.Normal("x")
-        assert not KernelHMCStep()._ard  # one coordinate: its length is the bandwidth
+def _first_fit(model, **kwargs):
+    """The surrogate of the first fit (after 200 kernel iterations), on trial or in use."""
+    with model:
+        step = KernelHMCStep(n_steps=1, warmup_draws=1, rng=3, **kwargs)
+    point = model.initial_point()
+    for _ in range(203):
+        point, _ = step.step(point)
+    fitted = step.surrogate_on_trial or step.current_surrogate
+    assert fitted.estimator is not None
+    return fitted
+
+
+@pytest.mark.parametrize("kwargs", [dict(surrogate="lite"), dict(bandwidth=2.0),
+                                    dict(ard=False), None],
+                         ids=["lite", "bandwidth", "ard-off", "1-d"])
+def test_per_coordinate_lengths_default(gauss, kwargs):
+    """Per-coordinate lengths by default only for the finite surrogate in 2-16 dimensions
+    without a given bandwidth (searched and used: the next test); not for the lite
+    surrogate, a given bandwidth, ``ard=False`` or one coordinate (its length is the
+    bandwidth): the first fit has none."""
+    model = gauss
+    if kwargs is None:  # the default in one dimension
+        with pm.Model() as model:
+            pm.Normal("x")
+    fitted = _first_fit(model, **(kwargs or {}))
+    assert fitted.lengths is None
+    features = getattr(fitted.estimator, "features", None)  # finite surrogates
+    assert features is None or features.lengths is None
 
 
 def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
@@ -305,7 +324,8 @@ def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, 
     proposed = {}  # estimator id -> tuning iterations it proposed
     for _ in range(n_tune):
         point, _ = step.step(point)
-        est = step._adapt.proposer()[0].estimator  # the one that made the last proposal
+        # the surrogate that made the last proposal: not reported (the stat is the one in use)
+        est = step._adapt.proposer()[0].estimator
         proposed[id(est)] = proposed.get(id(est), 0) + 1
     step.stop_tuning()
     a = step.current_surrogate
@@ -328,7 +348,7 @@ def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surro
     the frozen step size differed from the last reported one.)"""
     with gauss:
         step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
-    assert step._chain_tune is None
+    assert step._chain_tune is None  # the premise: the step was not told the tuning length
     point = gauss.initial_point()
     for _ in range(n_tune):
         point, stats = step.step(point)
@@ -344,6 +364,7 @@ def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surro
 def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
     with gauss:
         step = KernelHMCStep(rng=5, n_steps=1, warmup_draws=1)
+    # the grid of each cross-validation is the object under test (no stat reports it)
     grids = []
     original = step._cross_validate
 
@@ -484,7 +505,7 @@ def gauss_corr():
 
 class _DriftingWalk(KernelHMCStep):
     """Deliberately broken: the random-walk iterations after tuning drift (an asymmetric
-    proposal scored as a symmetric one)."""
+    proposal scored as a symmetric one).  It reads the walk's step size inside the step."""
 
     def _propose(self, state):
         proposal, info = super()._propose(state)

@@ -62,12 +62,19 @@ class NoCeiling(NoiseCeiling):
 
 def without_noise_ceiling(cls: type) -> type:
     """A deliberately broken ``cls``: the acceptance targets (0.234 / 0.44) are kept in the
-    warm-up and after it although the estimator's noise caps the acceptance near 0.16."""
+    warm-up and after it although the estimator's noise caps the acceptance near 0.16.
+
+    A broken variant has to reach inside: the ceiling is the warm-up state's ``noise``
+    (created at the chain's first draw), which every acceptance target of the step reads.
+    It is read before it is replaced, so a renamed field fails here, not silently."""
 
     def _sync(self, q0, point):
-        if not isinstance(self._warm.noise, NoCeiling):
-            self._warm.noise = NoCeiling()
-        return cls._sync(self, q0, point)
+        evals = cls._sync(self, q0, point)
+        walk = self._warm.walk
+        if not isinstance(walk.noise, NoCeiling):
+            assert isinstance(walk.noise, NoiseCeiling)
+            walk.noise = NoCeiling()
+        return evals
 
     return type(f"NoCeiling{cls.__name__}", (cls,), {"_sync": _sync})
 

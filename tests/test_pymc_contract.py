@@ -435,7 +435,7 @@ def test_blocked_false_learns_each_scale(ours, two_blocks):
     with two_blocks, contract(f"{ours.cls.__name__}([x, y], blocked=False)"):
         step = ours([two_blocks["x"], two_blocks["y"]], blocked=False, warmup_draws=100)
         run_steps(step, two_blocks.initial_point(), 150, 0)
-    sx, sy = (float(np.sqrt(np.mean(np.diag(m._warm.precond.cov)))) for m in step.methods)
+    sx, sy = (float(np.sqrt(np.mean(np.diag(m.preconditioner.cov)))) for m in step.methods)
     assert 30 < sx / sy < 300, (sx, sy)
 
 

@@ -46,7 +46,8 @@ def _fd_grad(fun, x, h=1e-5):
 
 
 def test_lite_system_matches_thesis_matrix_form():
-    """b, C of Prop. 3 written literally (sigma = 2 s^2, uncentred data) vs the fast version."""
+    """b, C of Prop. 3 written literally (sigma = 2 s^2, uncentred data) vs the fast version
+    (the internal ``_lite_system``, whose result no public method returns)."""
     rng = np.random.default_rng(1)
     X = rng.normal(size=(25, 3)) + 5.0
     s = 1.3
@@ -70,7 +71,7 @@ def test_lite_loss_on_training_points_equals_closed_form():
     X = np.random.default_rng(2).normal(size=(40, 2))
     s, lam = 0.8, 0.5
     est = LiteScoreEstimator(s, lam).fit(X)
-    b, C = sm._lite_system(X, s)
+    b, C = sm._lite_system(X, s)  # checked against the literal form above
     n, sigma, a = len(X), 2 * s**2, est.alpha
     closed = 2 / (n * sigma) * a @ b + 2 / (n * sigma**2) * a @ C @ a
     assert est.score_matching_loss(X) == pytest.approx(closed, rel=1e-10)

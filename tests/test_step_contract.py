@@ -153,6 +153,8 @@ def test_one_logp_evaluation_per_iteration(sampler):
 def test_progress_bar_columns(gauss, sampler):
     with gauss:
         step = sampler()
+    # PyMC's progress-bar hooks (PyMC names them privately): what PyMC gets from them; the
+    # run at the end draws the bar
     columns, fields = step._progressbar_config(n_chains=2)
     (update,) = step._make_progressbar_update_functions()
     _, stats_list = step.step(gauss.initial_point())
@@ -199,6 +201,7 @@ def test_every_draw_starts_at_the_current_point_in_whitened_coordinates(gauss, s
     or by an identity-keyed cache of the solve, was tried and reverted: see the changelog.)"""
     with gauss:
         step = sampler(rng=5, warmup_draws=40)
+    # an invariant of the base's coordinates, checked at the MH decision: no stat shows it
     mh, firsts = step._mh, []
 
     def checked_mh(state, proposal):
@@ -284,7 +287,7 @@ def test_re_estimating_the_current_point_is_biased(noisy_model, sampler):
     """The same check rejects the step when it re-estimates the current point every
     iteration ("Monte Carlo within Metropolis")."""
 
-    class ReEstimating(sampler.cls):
+    class ReEstimating(sampler.cls):  # deliberately broken: it forgets the stored value
         def _sync(self, q0, point):
             if self._warm.x is not None:
                 self._warm.key = b"stale"  # forget the stored value: re-estimate it

@@ -186,6 +186,7 @@ def test_gp_noncentred_reference_has_the_same_posterior(broken):
     diffs = []
     for _ in range(6):
         log_amp, log_ls = rng.normal(0.0, 0.7), rng.normal(np.log(2.0), 0.3)
+        # the models' own correlation matrix (the one both parameterisations share)
         chol = np.exp(log_amp) * np.linalg.cholesky(hm._gp_correlation(np.exp(log_ls)).eval())
         f = rng.normal(0.0, 0.5, hm.GP_X.size)
         z = np.linalg.solve(chol, f)

@@ -117,7 +117,7 @@ def test_random_walk_propose_is_the_warmup_walk_with_its_proposal_densities():
         point = {"x": np.array([0.3, -0.2])}
         for _ in range(40):  # past the first windows: a map that is not the identity
             point = step.step(point)[0]
-    w = step._warm
+    w = step._warm  # the proposal and MH correction of _propose at the chain's state
     assert not np.allclose(w.precond.chol, np.eye(2))
     u = w.precond.to_u(w.x)
     expected_rng = copy.deepcopy(step.rng)
@@ -144,7 +144,7 @@ def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
         pseudo_marginal_potential("lik", lambda m, rng: -0.5 * m**2 + rng.normal(0, 0.3), mu)
         step = RandomWalkStep(rng=1)
         step.step({"mu": np.array(0.1)})
-    w = step._warm
+    w = step._warm  # unit test of the probe rule: sets the iteration count it reads
     assert w.noisy
     u = w.precond.to_u(w.x)
     w.iteration = PROBE_EVERY - 1
@@ -160,19 +160,26 @@ def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
 
 
 def test_a_kernel_step_hands_over_after_the_warmup():
-    """The walk's window is dropped (final) when the sampler takes over; the map stays."""
+    """The sampler takes over at draw 13 of a 12-draw warm-up with the map of the last
+    window, which stays frozen.  Seen in the stats: KAMH's history holds the kernel
+    iterations only, and its first refresh comes after 50 of them (10 draws of 5), at the
+    start of draw 23 (``scaling`` is NaN and ``n_history`` 0 until then)."""
     with pm.Model():
         pm.MvNormal("x", mu=np.zeros(2), cov=COV)
-        step = KameleonStep(warmup_draws=12, rng=2)
-        point = {"x": np.zeros(2)}
-        for draw in range(1, 15):
-            point = step.step(point)[0]
-            if draw <= 12:
-                assert step._warm.phase == "warmup" and step._warm.walk.window is not None
-    w = step._warm
-    assert w.phase == "kernel" and w.walk.window is None
-    assert not np.allclose(w.precond.chol, np.eye(2))
-
+        step = KameleonStep(warmup_draws=12, n_steps=5, rng=2)
+        point, scaling, n_history, maps = {"x": np.zeros(2)}, [], [], []
+        for _ in range(30):
+            point, stats = step.step(point)
+            scaling.append(stats[0]["scaling"])
+            n_history.append(stats[0]["n_history"])
+            maps.append(step.preconditioner)
+    assert np.all(np.isnan(scaling[:22])) and np.all(np.isfinite(scaling[22:]))
+    assert n_history[21] == 0 and n_history[22] == 50
+    assert not np.allclose(maps[12].chol, maps[11].chol)  # the last window closed
+    assert not np.allclose(maps[12].chol, np.eye(2))
+    for m in maps[13:]:
+        np.testing.assert_array_equal(m.chol, maps[12].chol)
+        np.testing.assert_array_equal(m.mean, maps[12].mean)
 
 def _drive(kernel, state, draws, length, tune, position, logp=None, seed=0, until=None):
     """Feed ``kernel`` 5 iterations per draw at ``position(draw, rng)``; return the positions

@@ -307,6 +307,30 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
             return self._n_steps_given
         return max(1, math.ceil(self._default_n_steps() * self._warm.work_factor))
 
+    @property
+    def preconditioner(self) -> AffineMap | None:
+        """The whitening map ``x = mean + chol @ u`` of the current chain, learned by the
+        warm-up (read-only: a copy).
+
+        At a chain's first draw it is the Laplace start's Gaussian or the given ``cov``
+        (:class:`RandomWalkStep`), then each warm-up window's estimate of the posterior's
+        location and covariance; it is frozen when the sampler's own proposal takes over
+        (:class:`RandomWalkStep`: when tuning ends).  ``None`` before the chain's first
+        draw.  Its ``cov`` is the learned posterior covariance in the step's raveled
+        coordinates, e.g. the initial shape of another run,
+        ``RandomWalkStep(cov=step.preconditioner.cov)`` (``docs/tuning.md``, the warm-up).
+
+        Returns
+        -------
+        AffineMap or None
+            :class:`~pymc_kameleon.adaptation.warmup.AffineMap` with ``mean``, ``chol``
+            and ``cov``.
+        """
+        walk = self._warm.walk
+        if walk is None:
+            return None
+        return AffineMap(walk.precond.mean.copy(), walk.precond.chol.copy())
+
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
         """Default iterations per draw; may depend on the tuning state (then it must change
