@@ -11,7 +11,6 @@ the suite finds its compiled modules.
 
 from __future__ import annotations
 
-import _thread
 import functools
 import os
 import shutil
@@ -426,7 +425,9 @@ def test_keyboard_interrupt_cancels_the_chains_on_a_given_client(client):
     def interrupt_once(event):
         if not interrupted:
             interrupted.append(event)
-            _thread.interrupt_main()
+            # a real SIGINT: it also wakes a main thread blocked in a lock wait, where
+            # _thread.interrupt_main() only sets a flag (both venvs hung there, 2026-11-27)
+            os.kill(os.getpid(), signal.SIGINT)
 
     client.subscribe_topic(topic, interrupt_once)
     try:
