@@ -15,6 +15,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor
+import pytest
 import xarray as xr
 from pytensor.compile.mode import predefined_modes
 from scipy import stats
@@ -222,3 +223,14 @@ SAMPLERS = {
         {"surrogate": "finite", "n_leapfrog": (5, 20)},
     ),
 }
+
+#: ``SAMPLERS`` for the long statistical tests on known targets (use as
+#: ``@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)``): kernel HMC's
+#: "lite" surrogate runs them only in the slow run.  It is the same step as "finite" with
+#: another surrogate, its trajectories cost the most per iteration, and these runs were a
+#: seventh of CI's test time (docs/installation.md); its API tests and its own tests
+#: (test_kernel_hmc.py, the Gaussian checks) stay in CI.
+STATISTICAL_SAMPLERS = [
+    pytest.param(name, marks=pytest.mark.slow) if name == "KernelHMCStep-lite" else name
+    for name in SAMPLERS
+]

@@ -13,7 +13,15 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytest
-from checks import SAMPLERS, gaussian_posterior, ks_pvalue, mean_error_in_mcse, plot_trace, sample
+from checks import (
+    SAMPLERS,
+    STATISTICAL_SAMPLERS,
+    gaussian_posterior,
+    ks_pvalue,
+    mean_error_in_mcse,
+    plot_trace,
+    sample,
+)
 from scipy import stats
 
 from pymc_kameleon import RandomWalkStep
@@ -146,6 +154,7 @@ def test_sample_smc_is_not_affected():
 
 
 # ----------------------------------------------------------------------------- known targets
+@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)
 def test_ks_uniform_and_student_t(sampler):
     """Bounded uniform (interval transform) and a heavy-tailed Student-t (nu = 3)."""
     with pm.Model() as model:
@@ -184,6 +193,7 @@ def test_ks_beta_binomial_three_bounded_variables(sampler):
 
 
 # ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)
 def test_one_dimension(sampler):
     with pm.Model() as model:
         pm.Normal("x", 2.0, 0.5)

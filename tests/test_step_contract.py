@@ -13,7 +13,15 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import GAUSS_COV, SAMPLERS, TemperedTarget, ks_pvalue, moment_zscores, sample
+from checks import (
+    GAUSS_COV,
+    SAMPLERS,
+    STATISTICAL_SAMPLERS,
+    TemperedTarget,
+    ks_pvalue,
+    moment_zscores,
+    sample,
+)
 from pymc.exceptions import SamplingError
 from scipy import stats
 
@@ -286,12 +294,14 @@ def noisy_model():
     return model  # exact posterior: N(0.5, 0.5)
 
 
+@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)
 def test_noisy_likelihood_gives_exact_posterior(noisy_model, sampler):
     idata = sample(noisy_model, sampler, draws=5000, tune=1000, chains=2, seed=1)
     z_mean, z_var = moment_zscores(idata.posterior.mu.values, 0.5, 0.5)
     assert abs(z_mean) < 4 and abs(z_var) < 4, (z_mean, z_var)
 
 
+@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)
 def test_re_estimating_the_current_point_is_biased(noisy_model, sampler):
     """The same check rejects the step when it re-estimates the current point every
     iteration ("Monte Carlo within Metropolis")."""
@@ -319,6 +329,7 @@ def test_estimator_warning_only_for_inexact_steps(noisy_model, sampler):
         sampler()
 
 
+@pytest.mark.parametrize("sampler", STATISTICAL_SAMPLERS, indirect=True)
 def test_bounded_variables_beta_binomial(sampler):
     """Two Beta-Binomial posteriors and a HalfNormal in one block (logit/log transforms)."""
     with pm.Model() as model:
