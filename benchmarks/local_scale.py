@@ -4,7 +4,7 @@ mixture against its default (issue 42, point 5).
 Usage::
 
     python -m benchmarks.local_scale --model gp-poisson --seed 1 --variant dr0.2
-        [--timeout 600] [--json /tmp/out.json]
+        [--timeout 600] [--on-error reject] [--json /tmp/out.json]
 
 One run per call (``pm.sample``'s defaults, 4 chains one after the other, ``cores=1``,
 through :func:`benchmarks.suite.runner.run_one`), so that each run can be time-boxed; the
@@ -39,16 +39,17 @@ __all__ = ["HARD_PARAMETER", "main", "make_variant"]
 HARD_PARAMETER = {"pk": "log_Km", "gp-poisson": "log_amp"}
 
 
-def make_variant(name: str):
-    """A step factory from a variant name: ``default``, ``drF`` or ``mixP,F``."""
+def make_variant(name: str, **kwargs):
+    """A step factory from a variant name: ``default``, ``drF`` or ``mixP,F`` (``kwargs``
+    go to every variant, e.g. ``on_error``)."""
     if name == "default":
-        return RandomWalkStep
+        return lambda: RandomWalkStep(**kwargs)
     if name.startswith("dr"):
         factor = float(name[2:])
-        return lambda: RandomWalkStep(delayed_rejection=factor)
+        return lambda: RandomWalkStep(delayed_rejection=factor, **kwargs)
     if name.startswith("mix"):
         prob, factor = (float(v) for v in name[3:].split(","))
-        return lambda: RandomWalkStep(scale_mixture=(prob, factor))
+        return lambda: RandomWalkStep(scale_mixture=(prob, factor), **kwargs)
     raise ValueError(f"unknown variant {name!r}")
 
 
@@ -58,11 +59,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variant", default="default")
     parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--on-error", default="raise", choices=("raise", "reject"),
+                        help="what a log density that raises does (the step's on_error)")
     parser.add_argument("--json", default=None, help="append the result as a JSON line")
     args = parser.parse_args(argv)
     quiet_pymc()
     key = f"local-scale: {args.variant}"
-    SAMPLERS[key] = SamplerSpec(key, args.variant, make_variant(args.variant), ours=True)
+    factory = make_variant(args.variant, on_error=args.on_error)
+    SAMPLERS[key] = SamplerSpec(key, args.variant, factory, ours=True)
     spec, ref = MODELS[args.model], load_reference(args.model)
     run = run_one(spec, key, ref, 1000, 1000, 4, args.seed, timeout=args.timeout)
     if run.error:
@@ -76,8 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
              if ref.sample is not None else (np.nan, np.nan))
     ref_tq = np.asarray(ref.meta.get("tail_quantiles", [[np.nan], [np.nan]]))[:, hard]
     out = run.to_dict()
-    out.update(variant=args.variant, hard=ref.labels[hard], ref_quantiles=list(ref_q),
-               ref_tail_quantiles=list(ref_tq))
+    out.update(variant=args.variant, on_error=args.on_error, hard=ref.labels[hard],
+               ref_quantiles=list(ref_q), ref_tail_quantiles=list(ref_tq))
     print(f"| {args.model} | {args.seed} | {args.variant} | {_failed_letters(run)} | "
           f"{acc['max_rhat']:.3f} | {acc['min_ess_bulk']:.0f} | "
           f"{acc['mean_err']:.2f} ({acc['worst_mean']}) | {acc['sd_ratio']:.2f} "
