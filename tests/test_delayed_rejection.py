@@ -58,6 +58,31 @@ def test_second_stage_ratio_matches_densities_with_an_asymmetric_first_stage(x, 
     assert abs(math.exp(symmetric) / expected - 1.0) > 1e-6
 
 
+def test_second_stage_ratio_as_the_step_calls_it():
+    """The random walk passes only the forward first-stage densities (full Gaussian
+    densities, normalising constants included); the reverse ones default to them, so
+    ``alpha_1`` holds no proposal density (the defaults were 0 once: ``alpha_1`` then
+    carried ``1 / q1``, a bias the moment test below did not see)."""
+    rng = np.random.default_rng(4)
+    target = stats.multivariate_normal(np.zeros(3), np.diag([1.0, 4.0, 0.25]))
+    scale = 1.3
+    for _ in range(20):
+        x = rng.normal(size=3)
+        y1 = x + scale * rng.normal(size=3)
+        y2 = x + 0.2 * scale * rng.normal(size=3)
+        if target.logpdf(y1) >= target.logpdf(x):
+            continue  # the first stage would have accepted
+
+        def q1(a, b):
+            return stats.multivariate_normal(a, scale**2 * np.eye(3)).pdf(b)
+
+        expected = _direct_ratio(target.pdf, q1, x, y1, y2)
+        got = second_stage_log_ratio(target.logpdf(x), target.logpdf(y1), target.logpdf(y2),
+                                     gaussian_log_density(y2, y1, scale),
+                                     gaussian_log_density(x, y1, scale))
+        assert math.exp(got) == pytest.approx(expected, rel=1e-9)
+
+
 def test_second_stage_ratio_edge_cases():
     # y2 outside the support; the reverse path accepts y1 for sure; the first stage
     # accepts for sure (no second stage); y1 outside the support (1 - alpha1 = 1 on both)

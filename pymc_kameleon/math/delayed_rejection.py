@@ -70,7 +70,8 @@ def log_one_minus_accept(log_ratio: float) -> float:
 
 def second_stage_log_ratio(logp_x: float, logp_y1: float, logp_y2: float,
                            log_q1_y2_y1: float, log_q1_x_y1: float,
-                           log_q1_y1_y2: float = 0.0, log_q1_y1_x: float = 0.0,
+                           log_q1_y1_y2: float | None = None,
+                           log_q1_y1_x: float | None = None,
                            log_q2_ratio: float = 0.0) -> float:
     """``log r2`` of delayed rejection's second stage (accept with ``min(1, r2)``).
 
@@ -85,9 +86,10 @@ def second_stage_log_ratio(logp_x: float, logp_y1: float, logp_y2: float,
     log_q1_y2_y1, log_q1_x_y1 : float
         First-stage proposal log densities ``log q1(y2 -> y1)`` and ``log q1(x -> y1)``
         (only their difference matters: constants cancel).
-    log_q1_y1_y2, log_q1_y1_x : float, default 0
+    log_q1_y1_y2, log_q1_y1_x : float, optional
         The reverse first-stage densities ``log q1(y1 -> y2)`` and ``log q1(y1 -> x)``
-        in ``alpha_1(y2, y1)`` and ``alpha_1(x, y1)``; 0 (both) for a symmetric ``q1``.
+        in ``alpha_1(y2, y1)`` and ``alpha_1(x, y1)``; default: ``log_q1_y2_y1`` and
+        ``log_q1_x_y1`` (a symmetric ``q1``, whose ratios in ``alpha_1`` are 1).
     log_q2_ratio : float, default 0
         ``log q2(y2, y1 -> x) - log q2(x, y1 -> y2)``; 0 when the second stage is a
         symmetric proposal centred at the current point (it ignores ``y1``).
@@ -116,6 +118,10 @@ def second_stage_log_ratio(logp_x: float, logp_y1: float, logp_y2: float,
     """
     if logp_y2 == -math.inf:
         return -math.inf
+    if log_q1_y1_y2 is None:
+        log_q1_y1_y2 = log_q1_y2_y1
+    if log_q1_y1_x is None:
+        log_q1_y1_x = log_q1_x_y1
     reject_x = log_one_minus_accept(logp_y1 - logp_x + log_q1_y1_x - log_q1_x_y1)
     if reject_x == -math.inf:
         return -math.inf

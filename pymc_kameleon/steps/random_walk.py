@@ -55,8 +55,9 @@ class RandomWalkStep(BaseKernelStep):
         evaluation, accepted with the Tierney-Mira probability
         (:func:`~pymc_kameleon.math.delayed_rejection.second_stage_log_ratio`), which reuses
         the value computed at ``u1`` (exact also for likelihood estimators).  The scale adapts
-        on the first stage only.  For posteriors that narrow locally (curved arms, funnels),
-        where bulk-sized proposals are rejected: see :doc:`/tuning`.  The stats
+        on the first stage only.  Meant for posteriors that narrow locally (curved arms,
+        funnels), where bulk-sized proposals are rejected; on the suite's funnel and curved
+        arm it did not pay for its evaluations, hence off by default (:doc:`/tuning`).  The stats
         ``dr_proposals`` and ``dr_accepted`` count the second stages of each draw; ``n_evals``
         counts both stages.
     scale_mixture : tuple of float, optional
