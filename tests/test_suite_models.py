@@ -508,6 +508,8 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     for r in results:
         assert r.evals > 0 and r.wall > 0 and r.accuracy["min_ess_bulk"] > 0
         assert np.shape(r.tail_quantiles) == (2, MODELS[r.model].dim)
+        assert np.shape(r.quantiles) == (2, MODELS[r.model].dim)
+        assert np.all(np.asarray(r.quantiles[0]) >= np.asarray(r.tail_quantiles[0]))
     runs = {(r.model, r.sampler): r for r in results}
     # d = 5 MH iterations per draw, plus the start and the Laplace start from 5 points in
     # the first draw of each chain; the counting potential agrees with the n_evals stat

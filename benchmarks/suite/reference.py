@@ -103,9 +103,11 @@ def _thin(draws: np.ndarray) -> np.ndarray:
 TAIL_QUANTILES = (0.001, 0.999)
 
 
-def tail_quantiles(draws: np.ndarray) -> list[list[float]]:
-    """:data:`TAIL_QUANTILES` per scalar of ``draws (chains, draws, k)``, shape ``(2, k)``."""
-    return np.quantile(draws.reshape(-1, draws.shape[-1]), TAIL_QUANTILES, axis=0).tolist()
+def tail_quantiles(draws: np.ndarray,
+                   q: tuple[float, ...] = TAIL_QUANTILES) -> list[list[float]]:
+    """Quantiles ``q`` (default :data:`TAIL_QUANTILES`) per scalar of ``draws (chains, draws,
+    k)``, shape ``(len(q), k)``."""
+    return np.quantile(draws.reshape(-1, draws.shape[-1]), q, axis=0).tolist()
 
 
 def _from_chains(draws: np.ndarray, meta: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -72,7 +72,8 @@ class RunResult:
     was not run.  ``stat_evals_per_draw`` is the mean of the step's own ``n_evals`` sample
     stat over the kept draws, when the step reports one (a cross-check of the counter, not
     relied on).  ``tail_quantiles``: the 0.1 % and 99.9 % quantiles per scalar (shape
-    ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds.
+    ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds; ``quantiles``:
+    the 1 % and 99 % quantiles, likewise (less noisy in a short run or reference).
     """
 
     model: str
@@ -90,6 +91,7 @@ class RunResult:
     stat_evals_per_draw: float | None = None
     accuracy: dict = field(default_factory=dict)
     tail_quantiles: list | None = None
+    quantiles: list | None = None
     error: str | None = None
     skipped: str | None = None
 
@@ -223,6 +225,7 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())
         draws = stack_posterior(idata.posterior, names)
         result.tail_quantiles = tail_quantiles(draws)
+        result.quantiles = tail_quantiles(draws, (0.01, 0.99))
         diag = diagnostics(draws)
         result.accuracy = accuracy(diag, reference.mean, reference.sd, labels).to_dict()
     except Exception as err:  # one failing run must not abort the suite

@@ -494,17 +494,19 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         with np.errstate(all="ignore"):  # once per draw, not per iteration
             for _ in range(n_steps):  # propose -> MH -> adapt
                 probe = not kernel and self.tune and self._walk.probe(w.iteration, w.noisy)
+                adapts = not probe  # a probe's acceptance measures the noise, not a proposal
                 if kernel:
                     proposal, info = self._propose(state)
+                    state, accept_prob, accepted, evaluated = self._mh(state, proposal)
                 else:
-                    proposal = self._walk_proposal(state, probe)
-                state, accept_prob, accepted, evaluated = self._mh(state, proposal)
+                    state, accept_prob, accepted, evaluated, adapts = self._walk_iteration(
+                        state, probe)
                 evals += evaluated
                 accept_sum += accept_prob
                 moves += accepted
                 if self.tune:
                     w.iteration += 1
-                    if not probe:  # a probe's acceptance measures the noise, not a proposal
+                    if adapts:
                         w.accepts.append(accept_prob)
                     if kernel:
                         self._adapt_step(state, accept_prob)
@@ -534,28 +536,48 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         return Proposal(self._walk.propose(self._warm.walk, state.position, self.rng, probe),
                         0.0)
 
+    def _walk_iteration(self, state: ChainState,
+                        probe: bool) -> tuple[ChainState, float, bool, int, bool]:
+        """One iteration of the warm-up walk: the new state, the acceptance probability
+        (reported, and adapted on while tuning), whether the chain moved, the evaluations
+        spent, and whether the scale adapts on this iteration (not on a probe)."""
+        state, accept_prob, accepted, evaluated = self._mh(
+            state, self._walk_proposal(state, probe))
+        return state, accept_prob, accepted, evaluated, not probe
+
     def _mh(self, state: ChainState, proposal: Proposal) -> tuple[ChainState, float, bool, int]:
         """One Metropolis-Hastings decision; updates the stored model-space position."""
-        w = self._warm
         # e.g. a diverged trajectory: no evaluation (the sum is non-finite when an entry is;
         # also when finite entries near 1e308 overflow it, a region no target holds)
         if proposal.log_correction == -math.inf or not math.isfinite(
                 _sum(proposal.position)):
             return state, 0.0, False, 0
-        x_new = self._round(w.precond.to_x(proposal.position))
-        u_new = proposal.position
-        if self._float32_slices:
-            u_new = w.precond.to_u(x_new)
-        logp_new = self._logp_unchecked(x_new)  # astep ignores floating-point warnings
-        log_accept = float(logp_new - state.logp + proposal.log_correction)
-        if not math.isfinite(logp_new) or math.isnan(log_accept):
+        new, x_new = self._evaluate(proposal.position)
+        state, accept_prob, accepted = self._decide(
+            state, new, x_new, new.logp - state.logp + proposal.log_correction)
+        return state, accept_prob, accepted, 1
+
+    def _evaluate(self, position: np.ndarray) -> tuple[ChainState, np.ndarray]:
+        """The log density at the whitened ``position`` (one evaluation): the state there
+        and its model-space point (float32 variables rounded as PyMC stores them)."""
+        w = self._warm
+        x_new = self._round(w.precond.to_x(position))
+        u_new = w.precond.to_u(x_new) if self._float32_slices else position
+        return ChainState(u_new, self._logp_unchecked(x_new)), x_new  # astep ignores FP warnings
+
+    def _decide(self, state: ChainState, new: ChainState, x_new: np.ndarray,
+                log_accept: float) -> tuple[ChainState, float, bool]:
+        """Accept ``new`` with probability ``min(1, exp(log_accept))`` (never a point
+        outside the support); the chain's state, the probability, whether it moved."""
+        if not math.isfinite(new.logp) or math.isnan(log_accept):
             log_accept = -math.inf
         accept_prob = float(np.exp(min(log_accept, 0.0)))
         u = self.rng.random()  # the same stream as uniform(), a quarter of its cost
         if (math.log(u) if u > 0.0 else -math.inf) < log_accept:
-            w.x, w.logp = x_new, logp_new
-            return ChainState(u_new, logp_new), accept_prob, True, 1
-        return state, accept_prob, False, 1
+            w = self._warm
+            w.x, w.logp = x_new, new.logp
+            return new, accept_prob, True
+        return state, accept_prob, False
 
     def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
         """Per-iteration sampler stats, with neutral values where none were produced."""

@@ -9,6 +9,7 @@ import numpy as np
 from ..adaptation import check_robbins_monro
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import random_walk_target
+from ..math.delayed_rejection import gaussian_log_density, second_stage_log_ratio
 from .base import BaseKernelStep, ChainState, Proposal
 
 __all__ = ["RandomWalkStep"]
@@ -47,6 +48,23 @@ class RandomWalkStep(BaseKernelStep):
     adapt_scale : bool, default True
         Adapt ``scale`` and ``L`` during tuning.
     adapt_exponent : float, default 0.6
+    delayed_rejection : float, optional
+        Factor ``f`` in ``(0, 1)`` of a second, smaller proposal after a rejection
+        (delayed rejection, [5]_ [6]_ [7]_; e.g. 0.2; default None: off).  A rejected
+        ``u1 = u + scale eps1`` is followed by ``u2 = u + f scale eps2`` with its own log-density
+        evaluation, accepted with the Tierney-Mira probability
+        (:func:`~pymc_kameleon.math.delayed_rejection.second_stage_log_ratio`), which reuses
+        the value computed at ``u1`` (exact also for likelihood estimators).  The scale adapts
+        on the first stage only.  Meant for posteriors that narrow locally (curved arms,
+        funnels), where bulk-sized proposals are rejected; on the suite's funnel and curved
+        arm it did not pay for its evaluations, hence off by default (:doc:`/tuning`).  The stats
+        ``dr_proposals`` and ``dr_accepted`` count the second stages of each draw; ``n_evals``
+        counts both stages.
+    scale_mixture : tuple of float, optional
+        ``(p, f)``: with probability ``p`` an iteration proposes with the scale ``f scale``
+        instead (a symmetric mixture of two Gaussians, plain Metropolis ratio, one
+        evaluation; default None: off).  The scale adapts on the iterations with the full
+        scale only.  Not together with ``delayed_rejection``.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep` (``on_error``: what an
         exception raised by the log density does, ``"raise"`` or ``"reject"``).
@@ -63,6 +81,12 @@ class RandomWalkStep(BaseKernelStep):
        Bernoulli 7(2).
     .. [4] Roberts, G. O., Rosenthal, J. S. (2001). Optimal scaling for various
        Metropolis-Hastings algorithms. Statistical Science 16(4).
+    .. [5] Tierney, L., Mira, A. (1999). Some adaptive Monte Carlo methods for Bayesian
+       inference. Statistics in Medicine 18.
+    .. [6] Green, P. J., Mira, A. (2001). Delayed rejection in reversible jump
+       Metropolis-Hastings. Biometrika 88(4).
+    .. [7] Haario, H., Laine, M., Mira, A., Saksman, E. (2006). DRAM: efficient adaptive
+       MCMC. Statistics and Computing 16.
 
     Examples
     --------
@@ -78,7 +102,8 @@ class RandomWalkStep(BaseKernelStep):
 
     name = "random_walk"
     _has_kernel_phase = False
-    stats_dtypes_shapes = {**BaseKernelStep.stats_dtypes_shapes, "scaling": (np.float64, [])}
+    stats_dtypes_shapes = {**BaseKernelStep.stats_dtypes_shapes, "scaling": (np.float64, []),
+                           "dr_proposals": (np.int64, []), "dr_accepted": (np.int64, [])}
     _progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
 
     def __init__(
@@ -90,10 +115,22 @@ class RandomWalkStep(BaseKernelStep):
         target_accept: float | None = None,
         adapt_scale: bool = True,
         adapt_exponent: float = 0.6,
+        delayed_rejection: float | None = None,
+        scale_mixture: tuple[float, float] | None = None,
         **kwargs,
     ):
         if scale is not None and not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"scale must be a positive number, got {scale!r}")
+        self.delayed_rejection = _check_factor(delayed_rejection, "delayed_rejection")
+        self.scale_mixture = None
+        if scale_mixture is not None:
+            if delayed_rejection is not None:
+                raise ValueError("give delayed_rejection or scale_mixture, not both")
+            prob, factor = scale_mixture
+            if not 0.0 < prob < 1.0:
+                raise ValueError(f"scale_mixture's probability must be in (0, 1), got {prob!r}")
+            self.scale_mixture = (float(prob), _check_factor(factor, "scale_mixture's factor"))
+        self._dr_counts = [0, 0]
         check_robbins_monro(target=target_accept, exponent=adapt_exponent)
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = None if target_accept is None else float(target_accept)
@@ -118,6 +155,48 @@ class RandomWalkStep(BaseKernelStep):
         probe = self.tune and self._walk.probe(w.iteration, w.noisy)
         return self._walk_proposal(state, probe), {}
 
+    def astep(self, q0):
+        self._dr_counts = [0, 0]  # second stages proposed and accepted in this draw
+        new, stats = super().astep(q0)
+        stats[0]["dr_proposals"], stats[0]["dr_accepted"] = self._dr_counts
+        return new, stats
+
+    def _walk_iteration(self, state: ChainState,
+                        probe: bool) -> tuple[ChainState, float, bool, int, bool]:
+        """The walk, with a scale mixture or a delayed-rejection second stage if asked
+        (none for a probe, which proposes the current point to measure the noise)."""
+        if probe or (self.delayed_rejection is None and self.scale_mixture is None):
+            return super()._walk_iteration(state, probe)
+        scale = self._warm.walk.rw.value
+        if self.scale_mixture is not None:
+            prob, factor = self.scale_mixture
+            small = self.rng.random() < prob
+            step = (factor * scale if small else scale) * self.rng.standard_normal(self.dim)
+            new, accept_prob, moved, evals = self._mh(state, Proposal(state.position + step,
+                                                                      0.0))
+            return new, accept_prob, moved, evals, not small  # the scale: full-size only
+        return (*self._delayed_rejection(state, scale), True)
+
+    def _delayed_rejection(self, state: ChainState,
+                           scale: float) -> tuple[ChainState, float, bool, int]:
+        """Two-stage delayed rejection from ``state``; the first stage's acceptance
+        probability is returned (the scale adapts on it)."""
+        u = state.position
+        first, x1 = self._evaluate(u + scale * self.rng.standard_normal(self.dim))
+        new, accept_prob, moved = self._decide(state, first, x1, first.logp - state.logp)
+        if moved or accept_prob >= 1.0:
+            return new, accept_prob, moved, 1
+        second, x2 = self._evaluate(u + self.delayed_rejection * scale
+                                    * self.rng.standard_normal(self.dim))
+        log_r = second_stage_log_ratio(
+            state.logp, first.logp, second.logp,
+            gaussian_log_density(second.position, first.position, scale),
+            gaussian_log_density(u, first.position, scale))
+        new, _, moved = self._decide(state, second, x2, log_r)
+        self._dr_counts[0] += 1
+        self._dr_counts[1] += moved
+        return new, accept_prob, moved, 2
+
     def _warmup_config(self) -> dict[str, Any]:
         return {
             "scale": self.initial_scale,
@@ -137,6 +216,15 @@ class RandomWalkStep(BaseKernelStep):
 
     def _tuning_stats(self) -> dict[str, Any]:
         return {"scaling": self._warm.walk.rw.value}
+
+
+def _check_factor(factor: float | None, name: str) -> float | None:
+    """``factor`` as a float in ``(0, 1)`` (None passes); ``ValueError`` otherwise."""
+    if factor is None:
+        return None
+    if not 0.0 < factor < 1.0:
+        raise ValueError(f"{name} must be a factor in (0, 1), got {factor!r}")
+    return float(factor)
 
 
 def _check_covariance(cov: np.ndarray) -> None:
