@@ -10,7 +10,12 @@ import pytensor.tensor as pt
 import pytest
 from checks import sample
 
-from pymc_kameleon import RandomWalkStep
+from pymc_kameleon import LogDensityError, RandomWalkStep
+
+try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
+    from pytensor.compile.ops import wrap_py
+except ImportError:  # pragma: no cover - older PyTensor
+    from pytensor.compile.ops import as_op as wrap_py
 
 #: modes of the potential: a local one at -1 (e^-8 of the mass) and the global one at 6
 LOCAL, GLOBAL = -1.0, 6.0
@@ -67,3 +72,28 @@ def test_laplace_starts_is_validated(two_basins):
         for bad in (-1, 1.5, True):
             with pytest.raises((TypeError, ValueError), match="laplace_starts"):
                 RandomWalkStep(laplace_starts=bad)
+
+
+def test_a_log_density_raising_far_out_does_not_stop_the_start_search():
+    """A black-box log density that raises outside |x| < 20 (an ODE solver failing at
+    extreme rates) under a wide prior: most of the Laplace start's prior-draw starts lie
+    where it raises.  The search treats those points as -inf and the chains run with no
+    failure reported; the chain's own proposals still follow ``on_error`` (a chain
+    started outside the region raises)."""
+
+    @wrap_py(itypes=[pt.dscalar], otypes=[pt.dscalar])
+    def fragile(x):
+        if abs(x) > 20.0:
+            raise RuntimeError("solver failed")
+        return np.asarray(-0.5 * x**2)
+
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1000.0)
+        pm.Potential("lik", fragile(x))
+    idata = sample(model, RandomWalkStep, draws=200, tune=300, chains=2, seed=2)
+    stats = idata.sample_stats
+    assert int(stats.n_errors.sum()) == 0 and int(stats.n_nan.sum()) == 0
+    assert 0.7 < float(idata.posterior.x.std()) < 1.3
+    with pytest.raises(LogDensityError, match="raised at draw 0"):
+        sample(model, RandomWalkStep, draws=5, tune=5, chains=1, seed=2,
+               initvals={"x": 25.0})

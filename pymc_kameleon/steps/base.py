@@ -602,13 +602,15 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         try:
             value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
         except Exception as exc:  # the user's code (an estimator, a solver) raised
+            if self._searching:  # a point of the Laplace start's optimiser (ChainStart)
+                return -math.inf
             if self.on_error == "raise":
                 raise LogDensityError(self._failed.error(
                     f"{type(self).__name__}{list(self.var_names)}", x,
                     getattr(self, "_q0_info", None), self.tune)) from exc
             self._failed.add(x, exc)
             return -math.inf
-        if math.isnan(value):
+        if math.isnan(value) and not self._searching:
             self._failed.add(x)
         return value if math.isfinite(value) else -math.inf
 

@@ -34,6 +34,13 @@ _NOISE_PROBES = 3  # evaluations at the start beyond the first two (see _probe_n
 class ChainStart:
     """The first draw of a chain (a part of the step base, not a step of its own)."""
 
+    #: True while the Laplace start's optimiser evaluates the log density: its line search
+    #: and its prior-draw starts reach points far outside the posterior (log rates near
+    #: -9e5 on the suite's pk ODE), where a solver may raise or give NaN.  There such a
+    #: point is -inf for the optimiser; it is no proposal of the chain, so it neither
+    #: stops the run (``on_error="raise"``) nor counts as a failed evaluation.
+    _searching: bool = False
+
     def _probe_noise(self, x: np.ndarray, logp: float) -> tuple[bool, int]:
         """Is a log density that gave ``logp`` twice at ``x`` noisy after all?  Return the
         answer and the evaluations spent.
@@ -105,7 +112,11 @@ class ChainStart:
         w = self._warm
         user_start = self._user_start(x)
         starts = [] if user_start else self._dispersed_starts(x)
-        res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1), starts=starts)
+        self._searching = True
+        try:
+            res = laplace_start(self._logp, x, max_evals=200 * (self.dim + 1), starts=starts)
+        finally:
+            self._searching = False
         if res.degenerate:
             warnings.warn(
                 f"{type(self).__name__}{self.var_names}: the Laplace start found no usable "
