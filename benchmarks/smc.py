@@ -158,7 +158,9 @@ def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
 
 
 def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
-            kernel_kwargs: dict | None = None) -> dict:
+            kernel_kwargs: dict | None = None, save: Path | None = None) -> dict:
+    """One ``pm.sample_smc`` call: the printed row; with ``save`` also the posterior
+    particles (one ``.npz`` array per variable, shape ``(chain, draw, ...)``)."""
     model, truth = TARGETS[target]()
     t0 = time.perf_counter()
     with model:
@@ -167,6 +169,10 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
                               compute_convergence_checks=False, **(kernel_kwargs or {}))
     wall = time.perf_counter() - t0
     post = group_dataset(idata, "posterior")
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        np.savez(save / f"{target}-{kernel}-s{seed}-{draws}x{chains}.npz",
+                 **{v: post[v].values for v in post.data_vars})
     stats = group_dataset(idata, "sample_stats")
     name = truth.get("var", "x")
     x = post[name].values if name in post else None  # (chain, draw, d)
@@ -179,6 +185,8 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
         "evals_per_chain": float(np.mean(draws * (1 + steps))),
         "wall_s": wall,
         "rhat": float(max(az.rhat(post)[v].max() for v in post.data_vars)),
+        "rhat_vars": {v: np.round(np.ravel(az.rhat(post)[v].values), 3).tolist()
+                      for v in post.data_vars},
         "log_z": float(np.mean(lml)),
         "log_z_err": float(np.sqrt(np.mean((lml - truth.get("log_z", np.nan)) ** 2))),
         "stages": float(np.mean([len(c) for c in steps_per_stage])),
@@ -283,6 +291,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--plot", type=Path, default=RESULTS / "smc.png")
     parser.add_argument("--kameleon-kwargs", type=json.loads, default={},
                         help='settings of KameleonSMC as JSON, e.g. \'{"global_weight": 0}\'')
+    parser.add_argument("--save", type=Path,
+                        help="save each run's posterior particles (.npz) in this directory")
     parser.add_argument("--replot", type=Path, nargs="+",
                         help="only plot the rows printed in these saved outputs")
     args = parser.parse_args(argv)
@@ -295,7 +305,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for k in args.kernels:
             for s in args.seeds:
                 kw = args.kameleon_kwargs if k == "KameleonSMC" else {}
-                rows.append(run_one(t, k, args.draws, args.chains, s, kw))
+                rows.append(run_one(t, k, args.draws, args.chains, s, kw, args.save))
                 print(rows[-1], flush=True)
     print_table(rows)
     plot(rows, args.plot)
