@@ -4,10 +4,13 @@ Run from the repository root (the criteria are imported from ``tests/``)::
 
     python -m benchmarks.calibration gauss --chains 40 --seed 100
     python -m benchmarks.calibration banana --variants kamh-0.1 kamh-default --seeds 1 2
+    python -m benchmarks.calibration noise --chains 8 --seed 1
 
 ``gauss``: every step of the contract tests on their correlated 2-d Gaussian, each chain
 checked as ``test_gaussian_moments`` checks it.  ``banana``: 16-chain runs of the banana
 tests' steps and broken variants, each 4-chain group checked as the test checks it.
+``noise``: kernel HMC (lite, finite) and its noise-blind variant at log-noise sd 2, each
+chain checked as ``test_large_noise_does_not_collapse_the_step_size`` checks it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from checks import (  # noqa: E402
 from test_fast_kameleon import ForwardCovarianceReused  # noqa: E402
 from test_kameleon import NoHastingsCorrection, TemperedKameleon  # noqa: E402
 from test_kernel_hmc import NoKineticEnergy  # noqa: E402
+from test_kernel_hmc_noise import (  # noqa: E402
+    NoiseBlind,
+    collapse_chain_passes,
+    run_collapse_chains,
+)
 from test_step_contract import gaussian_chain_checks, gaussian_checks_pass  # noqa: E402
 
 from benchmarks.models import gaussian_model  # noqa: E402
@@ -86,9 +94,20 @@ def banana(variants: list[str], seeds: list[int]) -> None:
                   flush=True)
 
 
+def noise(chains: int, seed: int) -> None:
+    """Kernel HMC's chains at log-noise sd 2, each checked as the collapse test checks it."""
+    for step in (KernelHMCStep, NoiseBlind):
+        for surrogate in ("lite", "finite"):
+            checks = run_collapse_chains(step, surrogate, chains, seed)
+            passing = sum(collapse_chain_passes(c) for c in checks)
+            shown = " ".join(f"({m:.3f}, {j:.3f}, {e:.0f})" for m, j, e in checks)
+            print(f"{step.__name__}({surrogate}) seed {seed}: {passing} of {chains} chains "
+                  f"pass; (median eps, mean squared jump, ESS) {shown}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["gauss", "banana"])
+    parser.add_argument("part", choices=["gauss", "banana", "noise"])
     parser.add_argument("--chains", type=int, default=40)
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--variants", nargs="+", default=list(BANANA_VARIANTS),
@@ -97,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.part == "gauss":
         gauss(args.chains, args.seed)
+    elif args.part == "noise":
+        noise(args.chains, args.seed)
     else:
         banana(args.variants, args.seeds)
 
