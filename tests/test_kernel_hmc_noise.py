@@ -55,7 +55,7 @@ class NoiseBlind(KernelHMCStep):
 #: chain now and then sticks at a lucky estimate for most of its draws (1 of 8 lite chains
 #: in the calibration), hence 8 chains: at a per-chain failure rate of 1/8 the test fails
 #: a correct step with probability P(Binomial(8, 1/8) >= 4) = 0.011; the broken variant
-#: (1 of 16 chains passing) passes with probability about 0.001.  Per-chain numbers:
+#: (6 of 32 chains passing over two seeds) with P(Binomial(8, 1/4) >= 5) = 0.027.  Numbers:
 #: docs/benchmarks/test_calibration.md.
 COLLAPSE_CHAINS, COLLAPSE_DRAWS, MIN_JUMP, MIN_PASSING = 8, 5000, 0.02, 5
 
