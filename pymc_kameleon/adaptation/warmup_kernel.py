@@ -175,15 +175,16 @@ class WarmupKernel:
         return noisy and iteration % PROBE_EVERY == PROBE_EVERY - 1
 
     def propose(self, state: WarmupState, u: np.ndarray, rng: np.random.Generator,
-                probe: bool = False) -> np.ndarray:
-        """The proposed whitened position: ``u + scale * eps``, or ``u`` itself for a probe.
+                probe: bool = False, factor: float = 1.0) -> np.ndarray:
+        """The proposed whitened position: ``u + factor * scale * eps``, or ``u`` itself for
+        a probe (``factor`` < 1: a smaller proposal, e.g. delayed rejection's second stage).
 
         Symmetric: the log correction of the Metropolis-Hastings ratio,
         ``log q(u | u*) - log q(u* | u)``, is 0 (also in ``x``: the map's Jacobian cancels).
         """
         if probe:
             return u.copy()
-        return u + state.rw.value * rng.standard_normal(self.dim)
+        return u + (factor * state.rw.value) * rng.standard_normal(self.dim)
 
     def update(self, state: WarmupState, x: np.ndarray, accept_prob: float, moved: bool,
                probe: bool = False) -> None:

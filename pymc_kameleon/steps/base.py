@@ -531,10 +531,12 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self._remember(new, point)
         return new, [stats]
 
-    def _walk_proposal(self, state: ChainState, probe: bool = False) -> Proposal:
-        """The warm-up kernel's proposal from ``state`` (symmetric: log correction 0)."""
-        return Proposal(self._walk.propose(self._warm.walk, state.position, self.rng, probe),
-                        0.0)
+    def _walk_proposal(self, state: ChainState, probe: bool = False,
+                       factor: float = 1.0) -> Proposal:
+        """The warm-up kernel's proposal from ``state``, its scale times ``factor``
+        (symmetric: log correction 0)."""
+        return Proposal(self._walk.propose(self._warm.walk, state.position, self.rng, probe,
+                                           factor), 0.0)
 
     def _walk_iteration(self, state: ChainState,
                         probe: bool) -> tuple[ChainState, float, bool, int, bool]:

@@ -167,27 +167,24 @@ class RandomWalkStep(BaseKernelStep):
         (none for a probe, which proposes the current point to measure the noise)."""
         if probe or (self.delayed_rejection is None and self.scale_mixture is None):
             return super()._walk_iteration(state, probe)
-        scale = self._warm.walk.rw.value
         if self.scale_mixture is not None:
             prob, factor = self.scale_mixture
             small = self.rng.random() < prob
-            step = (factor * scale if small else scale) * self.rng.standard_normal(self.dim)
-            new, accept_prob, moved, evals = self._mh(state, Proposal(state.position + step,
-                                                                      0.0))
+            new, accept_prob, moved, evals = self._mh(
+                state, self._walk_proposal(state, factor=factor if small else 1.0))
             return new, accept_prob, moved, evals, not small  # the scale: full-size only
-        return (*self._delayed_rejection(state, scale), True)
+        return (*self._delayed_rejection(state), True)
 
-    def _delayed_rejection(self, state: ChainState,
-                           scale: float) -> tuple[ChainState, float, bool, int]:
+    def _delayed_rejection(self, state: ChainState) -> tuple[ChainState, float, bool, int]:
         """Two-stage delayed rejection from ``state``; the first stage's acceptance
         probability is returned (the scale adapts on it)."""
-        u = state.position
-        first, x1 = self._evaluate(u + scale * self.rng.standard_normal(self.dim))
+        u, scale = state.position, self._warm.walk.rw.value
+        first, x1 = self._evaluate(self._walk_proposal(state).position)
         new, accept_prob, moved = self._decide(state, first, x1, first.logp - state.logp)
         if moved or accept_prob >= 1.0:
             return new, accept_prob, moved, 1
-        second, x2 = self._evaluate(u + self.delayed_rejection * scale
-                                    * self.rng.standard_normal(self.dim))
+        second, x2 = self._evaluate(
+            self._walk_proposal(state, factor=self.delayed_rejection).position)
         log_r = second_stage_log_ratio(
             state.logp, first.logp, second.logp,
             gaussian_log_density(second.position, first.position, scale),
