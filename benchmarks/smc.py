@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -57,8 +56,6 @@ from .targets import flower_log_normaliser
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results"
-#: as in benchmarks/gp_glass.py: the data next to the repository (or $PYMC_KAMELEON_GLASS)
-GLASS_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "glass.data"
 #: long reference runs of targets without a closed form (benchmarks/smc_reference.py)
 SMC_REFERENCES = (json.loads(p.read_text()) if (p := Path(__file__).parent / "data"
                   / "smc_references.json").is_file() else {})
@@ -121,7 +118,12 @@ def gp_glass_target():
     from pymc_kameleon.models import gp_classification_model
     from pymc_kameleon.models.gpc import load_glass
 
-    X, y = load_glass(os.environ.get("PYMC_KAMELEON_GLASS", GLASS_DATA))
+    from .suite.models import glass_path
+
+    path = glass_path()  # the suite's lookup: $PYMC_KAMELEON_GLASS, else ../shared/data
+    if path is None:
+        raise FileNotFoundError("glass.data not found: set PYMC_KAMELEON_GLASS to its path")
+    X, y = load_glass(path)
     rows = np.random.default_rng(0).permutation(len(y))[:GLASS_SUBSET]
     model = gp_classification_model(X[rows], y[rows], n_importance=GLASS_IMPORTANCE, seed=0)
     ref = SMC_REFERENCES.get("gp-glass", {})
@@ -176,6 +178,7 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
     stats = group_dataset(idata, "sample_stats")
     name = truth.get("var", "x")
     x = post[name].values if name in post else None  # (chain, draw, d)
+    rhat = az.rhat(post)
     lml = np.array([c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, chains)])
     steps_per_stage = per_chain(stats["mh_steps"].values, chains)
     steps = np.array([c.sum() for c in steps_per_stage])
@@ -184,8 +187,8 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
         "target": target, "kernel": kernel, "seed": seed, "draws": draws, "chains": chains,
         "evals_per_chain": float(np.mean(draws * (1 + steps))),
         "wall_s": wall,
-        "rhat": float(max(az.rhat(post)[v].max() for v in post.data_vars)),
-        "rhat_vars": {v: np.round(np.ravel(az.rhat(post)[v].values), 3).tolist()
+        "rhat": float(max(rhat[v].max() for v in post.data_vars)),
+        "rhat_vars": {v: np.round(np.ravel(rhat[v].values), 3).tolist()
                       for v in post.data_vars},
         "log_z": float(np.mean(lml)),
         "log_z_err": float(np.sqrt(np.mean((lml - truth.get("log_z", np.nan)) ** 2))),

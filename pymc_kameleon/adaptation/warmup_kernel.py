@@ -227,11 +227,12 @@ class WarmupKernel:
         # a tuning phase's last window (tuning_window_ends) merges with the one before it,
         # which stays open; its map changes little, so the scale keeps its tuned value
         # (docs/tuning.md, measured on docs/benchmarks/suite.md)
-        merged = (self.to_the_end and tune is not None and len(ends) > 1
+        whole_tuning = self.to_the_end and tune is not None
+        merged = (whole_tuning and len(ends) > 1
                   and ends[-1] == final_window_end(tune) > window_ends(length)[-1])
         self._close_window(state, x, keep_window=merged and draw == ends[-2],
                            keep_scale=merged and draw == ends[-1])
-        if self.to_the_end and tune is not None and draw == ends[-1]:
+        if whole_tuning and draw == ends[-1]:
             state.window = None  # the last window: from here on only the scale adapts
         return WarmupInfo(True, not self.to_the_end and draw >= length)
 
