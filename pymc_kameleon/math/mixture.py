@@ -91,16 +91,18 @@ def min_component_size(d: int) -> int:
     return d * (d + 3) // 2
 
 
-def _component_logpdfs(X: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
-    """``log N(x_i; means[j], covs[j])`` as an array of shape ``(len(means), len(X))``."""
+def _component_logpdfs(X: np.ndarray, means: np.ndarray, chols: np.ndarray,
+                       log_w: np.ndarray | None = None) -> np.ndarray:
+    """``log_w[j] + log N(x_i; means[j], chols[j] chols[j]^T)`` as an array of shape
+    ``(len(means), len(X))`` (``log_w`` default 0)."""
     from scipy.linalg import solve_triangular
 
     d = X.shape[1]
     out = np.empty((len(means), len(X)))
-    for j, (m, c) in enumerate(zip(means, covs, strict=True)):
-        L = safe_cholesky(c)[0]
+    log_w = np.zeros(len(means)) if log_w is None else log_w
+    for j, (lw, m, L) in enumerate(zip(log_w, means, chols, strict=True)):
         z = solve_triangular(L, (X - m).T, lower=True)
-        out[j] = -0.5 * np.sum(z**2, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * d * _LOG_2PI
+        out[j] = lw - 0.5 * np.sum(z**2, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * d * _LOG_2PI
     return out
 
 
@@ -156,7 +158,8 @@ def em_refine(X: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: np.nd
     C = np.array(covs, dtype=float).reshape(len(w), d, d)  # also for d = 1 (scalar "covs")
     old = -np.inf
     for _ in range(int(iters)):
-        log_p = np.log(w)[:, None] + _component_logpdfs(X, m, C)
+        log_p = np.log(w)[:, None] + _component_logpdfs(
+            X, m, np.array([safe_cholesky(c)[0] for c in C]))
         log_norm = logsumexp(log_p, axis=0)
         mean_ll = float(np.mean(log_norm))
         if mean_ll - old < tol:
@@ -248,19 +251,12 @@ class GaussianMixture:
 
     def logpdf(self, X: np.ndarray) -> np.ndarray:
         """Log density of each row of ``X``, shape ``(len(X),)``."""
-        from scipy.linalg import solve_triangular
         from scipy.special import logsumexp
 
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        d = X.shape[1]
-        comps = np.empty((len(self.weights), len(X)))
         with np.errstate(divide="ignore"):  # a zero weight is a component that is left out
             log_w = np.log(self.weights)
-        for j, (lw, m, L) in enumerate(zip(log_w, self.means, self.chols, strict=True)):
-            z = solve_triangular(L, (X - m).T, lower=True)
-            comps[j] = (lw - 0.5 * np.sum(z**2, axis=0)
-                        - np.sum(np.log(np.diag(L))) - 0.5 * d * _LOG_2PI)
-        return logsumexp(comps, axis=0)
+        return logsumexp(_component_logpdfs(X, self.means, self.chols, log_w), axis=0)
 
     def sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """``size`` draws, shape ``(size, d)``: a component by weight, then its Gaussian."""
