@@ -12,6 +12,7 @@ from checks import (
     banana_groups_passing,
     moment_zscores,
     sample,
+    wrap_py,
 )
 
 from pymc_kameleon import KernelHMCStep, LogDensityError
@@ -538,11 +539,6 @@ def test_random_walk_mixture_broken_variant_fails(gauss_corr):
 
 
 # ---------------------------------------------------------------- trajectories sent far away
-try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
-    from pytensor.compile.ops import wrap_py
-except ImportError:  # pragma: no cover - older PyTensor
-    from pytensor.compile.ops import as_op as wrap_py
-
 _FAR = 1e3  # whitened sds: where a surrogate extrapolating outside its history sent pk
 
 
