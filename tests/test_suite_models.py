@@ -222,6 +222,20 @@ def test_hare_lynx_solver_failure_is_zero_density_not_nan():
         [hm.HARE_LYNX_START["rates"], hm.HARE_LYNX_START["z0"]]))).all()
 
 
+def test_pk_black_box_is_zero_density_where_km_underflows():
+    """Below log Km = -745, Km is 0 and the right-hand side 0 / 0 at C(0) = 0: the black box
+    gives +inf concentrations (log likelihood -inf) instead of raising ZeroDivisionError
+    (pm.Slice on pk stopped there at seed 1); a point in the bulk stays finite."""
+    from benchmarks.suite import hard_models as hm
+
+    assert np.all(np.isposinf(hm.solve_pk(np.array([0.0, 2.0, -800.0]))))
+    model = hm.pk_model()
+    likelihood = model.compile_fn(model.datalogp, point_fn=True)
+    point = {"log_ka": 0.0, "log_Vm": 2.0, "log_Km": -800.0, "log_sigma": np.log(0.1)}
+    assert float(likelihood(point)) == -np.inf
+    assert np.isfinite(float(likelihood({**point, "log_Km": np.log(30.0)})))
+
+
 @pytest.mark.xfail(strict=True, reason="the pk reference (4 x 1250 NUTS draws, all the "
                    "deadline allowed) does not hold its 99.9 % quantile: log_Km 5.32 vs 6.07 "
                    "between the halves of its chains; remake it with --draws 5000")

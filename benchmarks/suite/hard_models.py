@@ -266,9 +266,19 @@ def _pk_odeint(rhs, y0: np.ndarray, log_theta: np.ndarray) -> np.ndarray | None:
 
 
 def solve_pk(log_theta: np.ndarray) -> np.ndarray:
-    """Concentrations at :data:`PK_TIMES` from ``log (ka, Vm, Km)``; NaN if the solver fails."""
-    sol = _pk_odeint(_pk_rhs, np.zeros(1), log_theta)
-    return np.full(PK_TIMES.size, np.nan) if sol is None else np.maximum(sol[:, 0], 1e-300)
+    """Concentrations at :data:`PK_TIMES` from ``log (ka, Vm, Km)``; ``+inf`` where the
+    solver fails or the right-hand side is undefined.
+
+    ``Km`` underflows to 0 below ``log Km = -745``, where ``Vm C / (Km + C)`` at ``C(0) = 0``
+    is 0 / 0.  ``+inf`` makes the log likelihood ``-inf`` (zero density, as for
+    :func:`solve_hare_lynx`): pm.Slice accepted a NaN and drifted off to such a point
+    (docs/benchmarks/suite.md, "pm.sample_smc on hare-lynx and gp-poisson").
+    """
+    try:
+        sol = _pk_odeint(_pk_rhs, np.zeros(1), log_theta)
+    except ArithmeticError:  # ZeroDivisionError, OverflowError in the right-hand side
+        sol = None
+    return np.full(PK_TIMES.size, np.inf) if sol is None else np.maximum(sol[:, 0], 1e-300)
 
 
 #: Steps of the reference's RK4 per quarter hour (every sampling time is a multiple of it).
