@@ -270,9 +270,10 @@ def solve_pk(log_theta: np.ndarray) -> np.ndarray:
     solver fails or the right-hand side is undefined.
 
     ``Km`` underflows to 0 below ``log Km = -745``, where ``Vm C / (Km + C)`` at ``C(0) = 0``
-    is 0 / 0.  ``+inf`` makes the log likelihood ``-inf`` (zero density, as for
-    :func:`solve_hare_lynx`): pm.Slice accepted a NaN and drifted off to such a point
-    (docs/benchmarks/suite.md, "pm.sample_smc on hare-lynx and gp-poisson").
+    is 0 / 0 (pm.Slice on pk stopped there).  ``+inf`` makes the log likelihood ``-inf``:
+    zero density, as for :func:`solve_hare_lynx`, which every sampler rejects (pm.Slice
+    accepts a NaN: its comparisons with NaN are false).  Measured in
+    docs/benchmarks/suite.md, "pm.sample_smc on hare-lynx and gp-poisson".
     """
     try:
         sol = _pk_odeint(_pk_rhs, np.zeros(1), log_theta)
