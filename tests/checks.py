@@ -18,6 +18,11 @@ import pytensor
 import pytest
 import xarray as xr
 from pytensor.compile.mode import predefined_modes
+
+try:  # PyTensor's decorator for a Python function as an Op (formerly as_op), for the tests
+    from pytensor.compile.ops import wrap_py
+except ImportError:  # pragma: no cover - older PyTensor
+    from pytensor.compile.ops import as_op as wrap_py  # noqa: F401
 from scipy import stats
 
 from pymc_kameleon import (

@@ -30,11 +30,7 @@ distributed = pytest.importorskip("distributed")
 import pymc as pm  # noqa: E402
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
-
-try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
-    from pytensor.compile.ops import wrap_py  # noqa: E402
-except ImportError:  # pragma: no cover - older PyTensor
-    from pytensor.compile.ops import as_op as wrap_py  # noqa: E402
+from checks import wrap_py  # noqa: E402
 
 from benchmarks.models import gaussian_model  # noqa: E402
 from pymc_kameleon import (  # noqa: E402

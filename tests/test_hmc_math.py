@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymc_kameleon.math.hmc import kinetic_energy, leapfrog
+from pymc_kameleon.math.hmc import default_max_jump, jumps_too_far, kinetic_energy, leapfrog
 
 B, V = 0.5, 4.0  # strongly curved banana: log pi = -y1^2/(2V) - (y2 - B(y1^2 - V))^2 / 2
 
@@ -91,3 +91,21 @@ def test_leapfrog_gradient_calls_inputs_and_edge_cases():
 
 def test_kinetic_energy():
     assert kinetic_energy(np.array([1.0, -2.0, 2.0])) == 4.5
+
+
+def test_jumps_too_far_is_the_euclidean_distance_and_symmetric():
+    """Against NumPy's norm on random pairs; the rule is symmetric in the two points (what
+    makes rejecting unevaluated exact), NaN never counts as too far, and the default bound
+    is 10 (1 + sqrt(d))."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        d = int(rng.integers(1, 6))
+        q0, q1 = rng.normal(0, 3, d), rng.normal(0, 3, d)
+        bound = float(rng.uniform(0.1, 10.0))
+        expected = bool(np.linalg.norm(q1 - q0) > bound)
+        assert jumps_too_far(q0, q1, bound) is expected
+        assert jumps_too_far(q1, q0, bound) is expected
+    assert not jumps_too_far(np.zeros(2), np.array([np.nan, 1e9]), 1.0)
+    with np.errstate(over="ignore"):  # the step calls it inside one errstate per draw
+        assert not jumps_too_far(np.zeros(2), np.full(2, 1e300), np.inf)
+    assert [default_max_jump(d) for d in (1, 4, 9)] == [20.0, 30.0, 40.0]

@@ -12,9 +12,10 @@ from checks import (
     banana_groups_passing,
     moment_zscores,
     sample,
+    wrap_py,
 )
 
-from pymc_kameleon import KernelHMCStep
+from pymc_kameleon import KernelHMCStep, LogDensityError
 from pymc_kameleon.math.ard import search_lengths
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
 from pymc_kameleon.models import banana_model
@@ -535,3 +536,116 @@ def test_random_walk_mixture_broken_variant_fails(gauss_corr):
     # PyMC 5.28, 5.0 on 6.4)
     z = _walk_mixture_zscores(gauss_corr, _DriftingWalk)
     assert np.max(np.abs(z)) > 3.5, z
+
+
+# ---------------------------------------------------------------- trajectories sent far away
+_FAR = 1e3  # whitened sds: where a surrogate extrapolating outside its history sent pk
+
+
+@pytest.fixture(scope="module")
+def fragile_gauss():
+    """``gauss_corr``'s Gaussian times a black-box term that raises beyond |x| > 50 (an ODE
+    solver failing at absurd rates, as on pk: docs/algorithms/kernel_hmc.md)."""
+    import pytensor.tensor as pt
+
+    @wrap_py(itypes=[pt.dvector], otypes=[pt.dscalar])
+    def fragile(x):
+        if np.max(np.abs(x)) > 50.0:
+            raise RuntimeError("solver failed")
+        return np.asarray(0.0)
+
+    with pm.Model() as model:
+        x = pm.MvNormal("x", mu=np.array([1.0, -2.0]), cov=np.array([[4.0, 1.2], [1.2, 1.0]]))
+        pm.Potential("solver", fragile(x))
+    return model
+
+
+def _shooting(monkeypatch, every: int) -> None:
+    """Every ``every``-th surrogate trajectory ends ``_FAR`` away (as an extrapolating
+    surrogate's did on pk)."""
+    calls = {"n": 0}
+    real = FiniteScoreEstimator.leapfrog
+
+    def leapfrog(self, q, p, eps, n_steps):
+        q1, p1 = real(self, q, p, eps, n_steps)
+        calls["n"] += 1
+        return (q1 + _FAR, p1) if calls["n"] % every == 0 else (q1, p1)
+
+    monkeypatch.setattr(FiniteScoreEstimator, "leapfrog", leapfrog)
+
+
+def test_a_trajectory_sent_far_away_is_rejected_unevaluated(fragile_gauss, monkeypatch):
+    """With on_error="raise" (the default) the run completes: each far trajectory is
+    rejected without an evaluation and counted in n_diverged, so after tuning every draw
+    spends exactly n_steps - n_diverged evaluations.  Control: max_jump=inf evaluates the
+    far point, and the solver's failure stops sampling."""
+    _shooting(monkeypatch, every=5)
+    idata = sample(fragile_gauss, KernelHMCStep, draws=300, tune=1000, chains=1, seed=3)
+    st = idata.sample_stats
+    diverged = st.n_diverged.values
+    assert diverged.sum() > 50
+    assert int(st.n_errors.sum()) == 0
+    np.testing.assert_array_equal(st.n_evals.values, st.n_steps.values - diverged)
+    with pytest.raises(LogDensityError, match="raised at draw"):
+        sample(fragile_gauss, partial(KernelHMCStep, max_jump=np.inf), draws=300,
+               tune=1000, chains=1, seed=3)
+
+
+def test_max_jump_must_be_positive(gauss):
+    with gauss:
+        for bad in (0.0, -1.0, np.nan):
+            with pytest.raises(ValueError, match="max_jump"):
+                KernelHMCStep(max_jump=bad)
+        assert KernelHMCStep().max_jump == 10.0 * (1.0 + np.sqrt(2.0))
+
+
+class _OutwardBound(KernelHMCStep):
+    """Deliberately broken: rejects long trajectories only when they lead away from the
+    centre (an asymmetric rule), which pulls the chain inward."""
+
+    def _propose(self, state):
+        proposal, info = super()._propose(state)
+        q0, q1 = np.asarray(state.position), np.asarray(proposal.position)
+        if (np.linalg.norm(q1 - q0) > _SHORT_BOUND
+                and np.linalg.norm(q1) > np.linalg.norm(q0)):
+            proposal = Proposal(q0, -np.inf)
+        return proposal, info
+
+
+_SHORT_BOUND = 1.0  # whitened sds: shorter than most trajectories, so the rule acts often
+_BOUND_CHAINS, _BOUND_MIN_PASSING = 8, 6
+
+
+def _chains_passing_moments(model, make) -> tuple[int, list]:
+    """Chains (each a group) whose means and variances of both coordinates of gauss_corr
+    are within 3.5 standard errors of the truth."""
+    idata = sample(model, make, draws=2000, tune=1000, chains=_BOUND_CHAINS, cores=2,
+                   seed=11)
+    x = idata.posterior["x"].values
+    worst = []
+    for c in range(_BOUND_CHAINS):
+        z = [v for i, (m, var) in enumerate(((1.0, 4.0), (-2.0, 1.0)))
+             for v in moment_zscores(x[c:c + 1, :, i], m, var)]
+        worst.append(round(float(np.max(np.abs(z))), 2))
+    return sum(w < 3.5 for w in worst), worst
+
+
+@pytest.mark.slow
+def test_a_short_jump_bound_keeps_the_target(gauss_corr):
+    """The bound rejects a trajectory symmetrically, so even one shorter than most
+    trajectories (1 sd) leaves the target exact: at least 6 of 8 chains have every mean and
+    variance within 3.5 standard errors (calibration: docs/benchmarks/test_calibration.md)."""
+    passing, worst = _chains_passing_moments(
+        gauss_corr, partial(KernelHMCStep, max_jump=_SHORT_BOUND))
+    print("chains passing:", passing, "max |z| per chain:", worst)
+    assert passing >= _BOUND_MIN_PASSING, worst
+
+
+@pytest.mark.slow
+def test_a_short_jump_bound_broken_variant_fails(gauss_corr):
+    """The negative control: rejecting only long trajectories that lead outward (no
+    symmetric rule) shrinks the variances, and fewer than 6 of 8 chains pass."""
+    passing, worst = _chains_passing_moments(
+        gauss_corr, partial(_OutwardBound, max_jump=np.inf))
+    print("chains passing:", passing, "max |z| per chain:", worst)
+    assert passing < _BOUND_MIN_PASSING, worst

@@ -8,14 +8,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import sample
+from checks import sample, wrap_py
 
 from pymc_kameleon import LogDensityError, RandomWalkStep
-
-try:  # PyTensor's decorator for a Python function as an Op (formerly as_op)
-    from pytensor.compile.ops import wrap_py
-except ImportError:  # pragma: no cover - older PyTensor
-    from pytensor.compile.ops import as_op as wrap_py
 
 #: modes of the potential: a local one at -1 (e^-8 of the mass) and the global one at 6
 LOCAL, GLOBAL = -1.0, 6.0

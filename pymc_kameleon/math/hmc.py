@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["hamiltonian_accept_prob", "kinetic_energy", "leapfrog"]
+__all__ = ["default_max_jump", "hamiltonian_accept_prob", "jumps_too_far", "kinetic_energy",
+           "leapfrog"]
 
 
 def kinetic_energy(p: np.ndarray) -> float:
@@ -154,3 +155,67 @@ def hamiltonian_accept_prob(
         log_a = (float(log_density(q1)) - float(log_density(q0))
                  + kinetic_energy(p0) - kinetic_energy(p1))
     return float(np.exp(min(log_a, 0.0))) if np.isfinite(log_a) else 0.0
+
+
+def default_max_jump(dim: int) -> float:
+    """``10 (1 + sqrt(d))``: the longest jump, in whitened posterior sds, that kernel HMC
+    evaluates.
+
+    On the whitened posterior (about a standard Gaussian) an exact Hamiltonian trajectory
+    stays in the energy level set of its start, of diameter about ``2 sqrt(2 d)``; the bound
+    is 3.5 times that plus 10.  Trajectories of a surrogate extrapolating outside its
+    history go far beyond it (docs/algorithms/kernel_hmc.md, "Trajectories that leave the
+    posterior").
+
+    Parameters
+    ----------
+    dim : int
+        Dimension ``d`` of the sampled space.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> default_max_jump(4)
+    30.0
+    """
+    return 10.0 * (1.0 + float(np.sqrt(dim)))
+
+
+def jumps_too_far(q0: np.ndarray, q1: np.ndarray, max_jump: float) -> bool:
+    """Whether ``|q1 - q0| > max_jump`` (Euclidean; False if the distance is NaN).
+
+    Rejecting such a proposal without evaluating the target keeps a Metropolis-Hastings
+    kernel exact: the rule is symmetric in the two points, so it multiplies both sides of
+    detailed balance by the same indicator (for a Hamiltonian proposal the involution
+    ``(q0, p0) -> (q1, -p1)`` maps a pair to one at the same distance).
+
+    Parameters
+    ----------
+    q0, q1 : ndarray, shape (d,)
+        Start and end of a proposal (whitened coordinates).
+    max_jump : float
+        The bound (``inf`` never rejects).
+
+    Returns
+    -------
+    bool
+
+    References
+    ----------
+    .. [1] Hastings, W. K. (1970). Monte Carlo sampling methods using Markov chains and
+       their applications. Biometrika 57(1), 97-109 (the acceptance ``s(x, y) / (1 +
+       t(x, y))`` is exact for any symmetric ``s``; the indicator times Metropolis' ``s``
+       is one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> jumps_too_far(np.zeros(2), np.array([3.0, 4.0]), 4.9), jumps_too_far(
+    ...     np.zeros(2), np.array([3.0, 4.0]), 5.0)
+    (True, False)
+    """
+    diff = np.asarray(q1, dtype=float) - np.asarray(q0, dtype=float)
+    return bool(float(diff @ diff) > max_jump * max_jump)

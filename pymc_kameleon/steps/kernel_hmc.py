@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_limits
 
 from ..adaptation import AnchoredStepSize, GeometricSchedule, check_robbins_monro
 from ..math.ard import search_lengths
-from ..math.hmc import hamiltonian_accept_prob, kinetic_energy
+from ..math.hmc import default_max_jump, hamiltonian_accept_prob, jumps_too_far, kinetic_energy
 from ..math.kernels import check_bandwidth, distinct_rows, median_heuristic
 from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
@@ -279,6 +279,14 @@ class KernelHMCStep(BaseKernelStep):
         Probability, per iteration after tuning, of a random-walk iteration with the step
         size tuned in the random-walk phase (when a surrogate is in use).  0 switches the
         mixture off.
+    max_jump : float, optional
+        A trajectory that ends farther than this from its start, in posterior sds (the
+        warm-up's whitened coordinates), is rejected without evaluating the log density and
+        counted in the stat ``n_diverged``; exact, because the rule is symmetric in the two
+        points.  Default ``10 (1 + sqrt(d))``: a surrogate extrapolating outside its history
+        can send a trajectory hundreds of sds away, where an ODE solver may fail
+        (``docs/algorithms/kernel_hmc.md``, "Trajectories that leave the posterior").
+        ``inf`` evaluates every trajectory.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
         as is.  By default a draw runs ``max(2, d)`` iterations in the warm-up (its draws
@@ -297,7 +305,8 @@ class KernelHMCStep(BaseKernelStep):
     ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``,
     ``kernel_sigma`` (``2 s^2``, the thesis' kernel parameter), ``lambda``, ``surrogate``
     (0 while the step is the random walk, 1 lite, 2 finite; a refit on trial is never
-    reported).  The ``tune`` flag is used by PyMC to
+    reported), ``n_diverged`` (trajectories of the draw rejected without an evaluation:
+    non-finite, or longer than ``max_jump``).  The ``tune`` flag is used by PyMC to
     separate the warm-up draws.
 
     Cost per iteration: ``L + 1`` surrogate gradients (``O(n d)`` each for lite, ``O(m d)``
@@ -332,6 +341,7 @@ class KernelHMCStep(BaseKernelStep):
         "kernel_sigma": (np.float64, []),
         "lambda": (np.float64, []),
         "surrogate": (np.int64, []),
+        "n_diverged": (np.int64, []),
     }
     _progress_columns = (("accept", "Accept"), ("step_size", "Step size"))
 
@@ -354,6 +364,7 @@ class KernelHMCStep(BaseKernelStep):
         schedule: GeometricSchedule | None = None,
         ard: bool | None = None,
         random_walk_fraction: float = 0.1,
+        max_jump: float | None = None,
         **kwargs,
     ):
         if surrogate not in _SURROGATE_CODES:
@@ -395,8 +406,13 @@ class KernelHMCStep(BaseKernelStep):
         self.adapt_exponent = float(adapt_exponent)
         self.schedule = schedule or GeometricSchedule(first=200, ratio=1.5, max_gap=100)
         self.ard = None if ard is None else bool(ard)
+        if max_jump is not None and not max_jump > 0:
+            raise ValueError(f"max_jump must be a positive number (inf: no bound), "
+                             f"got {max_jump!r}")
         self.random_walk_fraction = float(random_walk_fraction)
+        self._n_diverged = 0  # trajectories of the current draw rejected unevaluated
         super().__init__(vars, **kwargs)
+        self.max_jump = default_max_jump(self.dim) if max_jump is None else float(max_jump)
 
     @property
     def _ard(self) -> bool:
@@ -474,10 +490,18 @@ class KernelHMCStep(BaseKernelStep):
         log_correction = kinetic_energy(p0) - kinetic_energy(p1)
         if self.tune:
             a.surrogate_accept = self._anchor_accept(k, q0, p0, q1, p1, u, n_steps)
-        if not (np.all(np.isfinite(q1)) and np.isfinite(log_correction)):
-            q1, log_correction = state.position, -np.inf  # diverged: reject
+        # diverged (non-finite, or a surrogate extrapolating far outside its history): reject
+        # unevaluated, exact since both rules are symmetric in q0 and q1 (math.hmc)
+        if (not (np.all(np.isfinite(q1)) and np.isfinite(log_correction))
+                or jumps_too_far(q0, q1, self.max_jump)):
+            q1, log_correction = state.position, -np.inf
+            self._n_diverged += 1
         a.last_jump = float(np.sum((q1 - q0) ** 2))
         return Proposal(q1, log_correction), {"n_leapfrog": n_steps}
+
+    def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
+        n, self._n_diverged = self._n_diverged, 0
+        return super()._fill_stats({**info, "n_diverged": n})
 
     def _tuning_stats(self) -> dict[str, Any]:
         k = self._adapt.current
