@@ -51,6 +51,7 @@ from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.targets import banana_coverage_error
 
+from .common import per_chain
 from .models import flower_model, gaussian_mixture_model
 from .targets import flower_log_normaliser
 
@@ -147,16 +148,6 @@ def hare_lynx_target():
 TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_target,
            "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target,
            "gp-glass": gp_glass_target}
-
-
-def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
-    """A per-stage stat of ``pm.sample_smc`` as one float array per chain.  PyMC stores it
-    as a numeric or an object array (chains with different numbers of stages) and, on
-    PyMC 6 with one chain, with the stages on the chain axis."""
-    if chains == 1:
-        return [np.asarray(np.ravel(values), dtype=float)]
-    rows = np.asarray(values, dtype=object).reshape(chains, -1)
-    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
 
 
 def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,

@@ -197,6 +197,45 @@ def test_gp_noncentred_reference_has_the_same_posterior(broken):
     assert (np.max(np.abs(diffs)) < 1e-4) != broken, diffs
 
 
+#: A prior draw of hare-lynx's (chain 4 of ``pm.sample_smc(random_seed=1)``) whose wild
+#: cycle drives the predators below odeint's tolerance: the solver fails there.
+HARE_LYNX_SOLVER_FAILS = {"rates_interval__": [-1.3115506, -2.31957774, 0.85062445, -3.5123017],
+                          "z0_log__": [1.83017118, 3.23258255],
+                          "sigma_log__": [-1.57450832, -0.75246848]}
+
+
+def test_hare_lynx_solver_failure_is_zero_density_not_nan():
+    """Where odeint fails the black box gives +inf populations, so the log likelihood is
+    -inf: zero density, which pm.sample_smc's tempering weights as such, where a NaN stopped
+    it ("cannot convert float NaN to integer"); the MCMC steps reject both alike."""
+    from benchmarks.suite import hard_models as hm
+
+    model = hm.hare_lynx_model()
+    point = {k: np.asarray(v) for k, v in HARE_LYNX_SOLVER_FAILS.items()}
+    likelihood, prior = model.compile_fn([model.datalogp, model.varlogp], point_fn=True)(point)
+    assert float(likelihood) == -np.inf and np.isfinite(prior)  # a prior draw
+    # the same point's rates and initial states, rounded: the solver's failure value
+    params = np.array([0.2694, 0.0983, 2.3411, 0.0298, 6.235, 25.345])
+    assert np.all(np.isposinf(hm.solve_hare_lynx(params)))
+    # the global mode's neighbourhood is finite (the failure value is not returned there)
+    assert np.isfinite(hm.solve_hare_lynx(np.concatenate(
+        [hm.HARE_LYNX_START["rates"], hm.HARE_LYNX_START["z0"]]))).all()
+
+
+def test_pk_black_box_is_zero_density_where_km_underflows():
+    """Below log Km = -745, Km is 0 and the right-hand side 0 / 0 at C(0) = 0: the black box
+    gives +inf concentrations (log likelihood -inf) instead of raising ZeroDivisionError
+    (pm.Slice on pk stopped there at seed 1); a point in the bulk stays finite."""
+    from benchmarks.suite import hard_models as hm
+
+    assert np.all(np.isposinf(hm.solve_pk(np.array([0.0, 2.0, -800.0]))))
+    model = hm.pk_model()
+    likelihood = model.compile_fn(model.datalogp, point_fn=True)
+    point = {"log_ka": 0.0, "log_Vm": 2.0, "log_Km": -800.0, "log_sigma": np.log(0.1)}
+    assert float(likelihood(point)) == -np.inf
+    assert np.isfinite(float(likelihood({**point, "log_Km": np.log(30.0)})))
+
+
 @pytest.mark.xfail(strict=True, reason="the pk reference (4 x 1250 NUTS draws, all the "
                    "deadline allowed) does not hold its 99.9 % quantile: log_Km 5.32 vs 6.07 "
                    "between the halves of its chains; remake it with --draws 5000")
@@ -453,6 +492,26 @@ def test_failing_model_is_recorded_not_raised():
     spec = dataclasses.replace(MODELS["funnel"], factory=broken)
     run = run_one(spec, "rw", load_reference("funnel"), 10, 10, 1, 0)
     assert not run.ok and "boom" in run.error
+
+
+def test_smc_run_with_a_different_number_of_stages_per_chain(monkeypatch):
+    """pm.sample_smc stores per-stage stats as an object array when its chains ran different
+    numbers of stages; the runner reads them (it failed with "setting an array element with
+    a sequence" on gp-poisson).  200 particles instead of 2000 to keep it short: at seed 1
+    the chains run 5, 4, 4 and 4 stages."""
+    sample_smc, seen = pm.sample_smc, {}
+
+    def short_smc(**kwargs):
+        idata = sample_smc(draws=200, **kwargs)
+        seen["accept"] = idata.sample_stats["accept_rate"].values
+        return idata
+
+    monkeypatch.setattr(runner.pm, "sample_smc", short_smc)
+    run = run_one(MODELS["gp-poisson"], "smc", load_reference("gp-poisson"), 1000, 1000, 4, 1)
+    lengths = [np.size(row) for row in np.ravel(seen["accept"])]
+    assert seen["accept"].dtype == object and len(set(lengths)) > 1, lengths  # ragged
+    assert run.ok, run.error
+    assert 0.0 < run.accept < 1.0 and run.evals > 4 * 200
 
 
 def test_the_process_is_warmed_up_before_the_first_run_is_timed(monkeypatch):

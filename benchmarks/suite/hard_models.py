@@ -65,14 +65,21 @@ HARE_LYNX = np.array([
 
 def solve_hare_lynx(params: np.ndarray) -> np.ndarray:
     """Populations at the 21 years from ``(alpha, beta, gamma, delta, z0_prey, z0_pred)``,
-    shape ``(21, 2)``; NaN where the solver fails (a rejected proposal)."""
+    shape ``(21, 2)``; ``+inf`` where the solver fails.
+
+    The solver fails on wild cycles whose predators crash below its absolute tolerance
+    (2 of chain 4's 2000 prior draws in ``pm.sample_smc(random_seed=1)``).  ``+inf`` makes
+    the log likelihood ``-inf`` there: zero density, the target the MCMC steps already had
+    (they reject a NaN as they do ``-inf``), where a NaN stopped pm.sample_smc's tempering
+    (docs/benchmarks/suite.md, "pm.sample_smc on hare-lynx and gp-poisson").
+    """
     times = HARE_LYNX[:, 0] - HARE_LYNX[0, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sol, info = odeint(_rhs, params[4:6], times, args=tuple(float(v) for v in params[:4]),
                            rtol=1e-6, atol=1e-6, mxstep=5000, full_output=True)
     if info["message"] != "Integration successful." or not np.all(np.isfinite(sol)):
-        return np.full((times.size, 2), np.nan)
+        return np.full((times.size, 2), np.inf)
     return np.maximum(sol, 1e-10)
 
 
@@ -259,9 +266,20 @@ def _pk_odeint(rhs, y0: np.ndarray, log_theta: np.ndarray) -> np.ndarray | None:
 
 
 def solve_pk(log_theta: np.ndarray) -> np.ndarray:
-    """Concentrations at :data:`PK_TIMES` from ``log (ka, Vm, Km)``; NaN if the solver fails."""
-    sol = _pk_odeint(_pk_rhs, np.zeros(1), log_theta)
-    return np.full(PK_TIMES.size, np.nan) if sol is None else np.maximum(sol[:, 0], 1e-300)
+    """Concentrations at :data:`PK_TIMES` from ``log (ka, Vm, Km)``; ``+inf`` where the
+    solver fails or the right-hand side is undefined.
+
+    ``Km`` underflows to 0 below ``log Km = -745``, where ``Vm C / (Km + C)`` at ``C(0) = 0``
+    is 0 / 0 (pm.Slice on pk stopped there).  ``+inf`` makes the log likelihood ``-inf``:
+    zero density, as for :func:`solve_hare_lynx`, which every sampler rejects (pm.Slice
+    accepts a NaN: its comparisons with NaN are false).  Measured in
+    docs/benchmarks/suite.md, "pm.sample_smc on hare-lynx and gp-poisson".
+    """
+    try:
+        sol = _pk_odeint(_pk_rhs, np.zeros(1), log_theta)
+    except ArithmeticError:  # ZeroDivisionError, OverflowError in the right-hand side
+        sol = None
+    return np.full(PK_TIMES.size, np.inf) if sol is None else np.maximum(sol[:, 0], 1e-300)
 
 
 #: Steps of the reference's RK4 per quarter hour (every sampling time is a multiple of it).

@@ -27,7 +27,7 @@ import pymc as pm
 from pymc_kameleon import KernelHMCStep, RandomWalkStep
 
 from ..common import SAMPLERS as COMMON_SAMPLERS
-from ..common import SamplerSpec, quiet_pymc
+from ..common import SamplerSpec, per_chain, quiet_pymc
 from .counting import add_counter
 from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
@@ -218,8 +218,9 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
         result.accept = _stat_mean(stats, ("accepted", "acceptance_rate", "accept"))
         if "n_evals" in stats:
             result.stat_evals_per_draw = _stat_mean(stats, ("n_evals",))
-        if sampler_spec.smc:
-            result.accept = _stat_mean(stats, ("accept_rate",))
+        if sampler_spec.smc:  # per stage; ragged when the chains ran different numbers
+            result.accept = float(np.mean(np.concatenate(
+                per_chain(stats["accept_rate"].values, chains))))
         if sampler_spec.gradient:
             result.divergences = int(np.asarray(stats["diverging"].values).sum())
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())
