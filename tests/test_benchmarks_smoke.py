@@ -257,3 +257,27 @@ def test_warmup_windows_whitened_eigenvalues_and_climb():
                                eigh(cov, ref, eigvals_only=True), rtol=1e-10)
     (res,) = climb("censored", chains=1)
     assert 0 <= res["kept_from"] <= res["cut"] and res["level"] < 0
+
+
+def test_cost_table_reads_suite_and_local_scale_files(tmp_path):
+    """``python -m benchmarks.suite.cost``: both file formats, medians and ranges over
+    seeds, failed runs skipped, and the later file wins for the same (model, sampler,
+    seed)."""
+    from benchmarks.suite import cost
+
+    def run(sampler, seed, ess, ok=True, wall=10.0):
+        return {"model": "pk", "sampler": sampler, "seed": seed, "evals": 1000 * ess,
+                "wall": wall, "ess_per_1k_evals": ess, "accuracy": {"all_ok": ok}}
+
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"runs": [
+        run("kamh", 1, 10.0), run("kamh", 2, 30.0, ok=False), run("rw", 1, 99.0),
+        {"model": "pk", "sampler": "slice", "seed": 1, "error": "timeout", "accuracy": None}]}))
+    lines = tmp_path / "local.jsonl"
+    lines.write_text("\n".join(json.dumps(r) for r in (
+        run("local-scale: default", 1, 5.0, wall=4.0), run("local-scale: dr0.2", 1, 1.0))))
+    table = cost.rows(cost.load_runs([str(suite), str(lines)]))
+    assert table[2:] == [
+        "| pk | KameleonStep | 1,2 | 1 of 2 | 20.0 [10.0, 30.0] | 20k | 10 [10, 10] |",
+        "| pk | RandomWalkStep | 1 | 1 of 1 | 5.0 | 5k | 4 |",
+    ]
