@@ -496,11 +496,27 @@ def test_user_iterations_are_respected(gauss9, n_steps):
     assert with_surrogate >= 1
 
 
+_CORR_MEAN = np.array([1.0, -2.0])
+_CORR_COV = np.array([[4.0, 1.2], [1.2, 1.0]])
+
+
+def _corr_gaussian(name: str = "x"):
+    """``gauss_corr``'s Gaussian, in the model being built (the variable is returned)."""
+    return pm.MvNormal(name, mu=_CORR_MEAN, cov=_CORR_COV)
+
+
+def _corr_zscores(x: np.ndarray) -> list[float]:
+    """z-scores of the means and variances of both coordinates of draws ``x`` (chain,
+    draw, 2) of ``gauss_corr`` against the truth."""
+    return [z for i in range(2)
+            for z in moment_zscores(x[..., i], _CORR_MEAN[i], _CORR_COV[i, i])]
+
+
 @pytest.fixture(scope="module")
 def gauss_corr():
     """2-d Gaussian with unequal scales and correlation 0.6 (a known answer)."""
     with pm.Model() as model:
-        pm.MvNormal("x", mu=np.array([1.0, -2.0]), cov=np.array([[4.0, 1.2], [1.2, 1.0]]))
+        _corr_gaussian()
     return model
 
 
@@ -520,8 +536,7 @@ def _walk_mixture_zscores(model, cls):
     idata = sample(model, make, draws=2000, tune=1000, chains=2, seed=5)
     x = idata.posterior["x"].values
     assert (idata.sample_stats.n_leapfrog.values == 1).mean() > 0.3  # the walk's share
-    return [z for i, (m, v) in enumerate(((1.0, 4.0), (-2.0, 1.0)))
-            for z in moment_zscores(x[..., i], m, v)]
+    return _corr_zscores(x)
 
 
 def test_random_walk_mixture_samples_the_target(gauss_corr):
@@ -555,8 +570,7 @@ def fragile_gauss():
         return np.asarray(0.0)
 
     with pm.Model() as model:
-        x = pm.MvNormal("x", mu=np.array([1.0, -2.0]), cov=np.array([[4.0, 1.2], [1.2, 1.0]]))
-        pm.Potential("solver", fragile(x))
+        pm.Potential("solver", fragile(_corr_gaussian()))
     return model
 
 
@@ -622,11 +636,8 @@ def _chains_passing_moments(model, make) -> tuple[int, list]:
     idata = sample(model, make, draws=2000, tune=1000, chains=_BOUND_CHAINS, cores=2,
                    seed=11)
     x = idata.posterior["x"].values
-    worst = []
-    for c in range(_BOUND_CHAINS):
-        z = [v for i, (m, var) in enumerate(((1.0, 4.0), (-2.0, 1.0)))
-             for v in moment_zscores(x[c:c + 1, :, i], m, var)]
-        worst.append(round(float(np.max(np.abs(z))), 2))
+    worst = [round(float(np.max(np.abs(_corr_zscores(x[c:c + 1])))), 2)
+             for c in range(_BOUND_CHAINS)]
     return sum(w < 3.5 for w in worst), worst
 
 
