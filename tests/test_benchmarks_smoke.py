@@ -261,13 +261,14 @@ def test_warmup_windows_whitened_eigenvalues_and_climb():
 
 def test_cost_table_reads_suite_and_local_scale_files(tmp_path):
     """``python -m benchmarks.suite.cost``: both file formats, medians and ranges over
-    seeds, failed runs skipped, and the later file wins for the same (model, sampler,
-    seed)."""
+    seeds, failed runs skipped, the later file wins for the same (model, sampler, seed),
+    and runs of different budgets are refused."""
     from benchmarks.suite import cost
 
     def run(sampler, seed, ess, ok=True, wall=10.0):
         return {"model": "pk", "sampler": sampler, "seed": seed, "evals": 1000 * ess,
-                "wall": wall, "ess_per_1k_evals": ess, "accuracy": {"all_ok": ok}}
+                "wall": wall, "ess_per_1k_evals": ess, "accuracy": {"all_ok": ok},
+                "tune": 1000, "draws": 1000, "chains": 4}
 
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps({"runs": [
@@ -281,3 +282,7 @@ def test_cost_table_reads_suite_and_local_scale_files(tmp_path):
         "| pk | KameleonStep | 1,2 | 1 of 2 | 20.0 [10.0, 30.0] | 20k | 10 [10, 10] |",
         "| pk | RandomWalkStep | 1 | 1 of 1 | 5.0 | 5k | 4 |",
     ]
+    quick = tmp_path / "quick.json"
+    quick.write_text(json.dumps({"runs": [{**run("kamh", 3, 1.0), "draws": 200}]}))
+    with pytest.raises(ValueError, match="different budgets"):
+        cost.load_runs([str(suite), str(quick)])

@@ -25,7 +25,9 @@ ALIASES = {"local-scale: default": "rw"}
 
 
 def load_runs(paths: list[str]) -> dict[tuple[str, str, int], dict]:
-    """Runs with a measurement (no error) keyed by (model, sampler key, seed)."""
+    """Runs with a measurement (no error) keyed by (model, sampler key, seed); a
+    ``ValueError`` if they do not share one budget (tune, draws, chains), whose ESS and
+    evaluations would not compare."""
     runs: dict[tuple[str, str, int], dict] = {}
     for path in paths:
         text = Path(path).read_text()
@@ -37,6 +39,9 @@ def load_runs(paths: list[str]) -> dict[tuple[str, str, int], dict]:
             key = ALIASES.get(r["sampler"], r["sampler"])
             if key in SAMPLERS and r.get("accuracy"):
                 runs[(r["model"], key, int(r["seed"]))] = r
+    budgets = {(r["tune"], r["draws"], r["chains"]) for r in runs.values()}
+    if len(budgets) > 1:
+        raise ValueError(f"runs of different budgets (tune, draws, chains): {sorted(budgets)}")
     return runs
 
 
