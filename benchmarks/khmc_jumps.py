@@ -38,7 +38,9 @@ class RecordingKernelHMC(KernelHMCStep):
     mixed in (not the warm-up's walk, nor the trajectories rejected unevaluated, which
     ``n_diverged`` counts)."""
 
-    records: list[tuple[float, bool, float]]
+    def __init__(self, *args, **kwargs):
+        self.records: list[tuple[float, bool, float]] = []
+        super().__init__(*args, **kwargs)
 
     def _mh(self, state, proposal):
         out = super()._mh(state, proposal)
@@ -60,7 +62,6 @@ def main(argv: list[str] | None = None) -> np.ndarray:
     quiet_pymc()
     with MODELS[args.model].factory():
         step = RecordingKernelHMC(max_jump=args.max_jump, on_error="reject")
-        step.records = []
         idata = pm.sample(step=step, chains=args.chains, cores=1, random_seed=args.seed,
                           progressbar=False, compute_convergence_checks=False,
                           discard_tuned_samples=False)
