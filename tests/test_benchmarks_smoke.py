@@ -286,3 +286,33 @@ def test_cost_table_reads_suite_and_local_scale_files(tmp_path):
     quick.write_text(json.dumps({"runs": [{**run("kamh", 3, 1.0), "draws": 200}]}))
     with pytest.raises(ValueError, match="different budgets"):
         cost.load_runs([str(suite), str(quick)])
+
+
+def test_compare_table_counts_runs_and_lists_the_lost_ones(tmp_path):
+    """``python -m benchmarks.suite.compare``: a cell per seed before -> after, errors count
+    as misses, runs only in one version are left out, looser tolerances re-judge the
+    recorded worst errors, and a run passing before and missing after is listed."""
+    from benchmarks.suite import compare
+
+    def run(sampler, seed, rhat=1.0, ess=900.0, mean=0.05, sd=1.02, error=None):
+        acc = None if error else {"max_rhat": rhat, "min_ess_bulk": ess, "mean_err": mean,
+                                  "sd_ratio": sd}
+        return {"model": "pk", "sampler": sampler, "seed": seed, "tune": 1000, "draws": 1000,
+                "chains": 4, "accuracy": acc, "error": error}
+
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps({"runs": [
+        run("rw", 1), run("rw", 2, rhat=1.2, ess=30), run("kamh", 1, mean=0.12),
+        run("kamh", 2), run("khmc", 1)]}))
+    after.write_text(json.dumps({"runs": [
+        run("rw", 1, sd=0.8), run("rw", 2), run("kamh", 1), run("kamh", 2, error="timeout")]}))
+    lines = compare.report(compare.load([str(before)]), compare.load([str(after)]))
+    assert lines[2:4] == ["| pk | KameleonStep | M → ok | ok → error |",
+                          "| pk | RandomWalkStep | ok → S | RE → ok |"]
+    assert "| all | 4 | 2 | 2 | 2 |" in lines
+    assert lines[-2:] == ["- pk, KameleonStep, seed 2: error",
+                          "- pk, RandomWalkStep, seed 1: S"]
+    loose = compare.report(compare.load([str(before)]), compare.load([str(after)]),
+                           mean_tol=0.15, sd_tol=0.25)
+    assert "| pk | KameleonStep | ok → ok | ok → error |" in loose
+    assert loose[-1] == "- pk, KameleonStep, seed 2: error"
