@@ -248,8 +248,9 @@ def test_pk_reference_holds_its_tails():
     assert ref.meta["divergences"] <= 4
 
 
-def test_gp_poisson_reference_has_few_divergences():
-    assert load_reference("gp-poisson").meta["divergences"] <= 4
+@pytest.mark.parametrize("name", ["gp-poisson", "gp-poisson-nc"])
+def test_gp_poisson_reference_has_few_divergences(name):
+    assert load_reference(name).meta["divergences"] <= 4
 
 
 def test_reference_files_are_small():

@@ -408,5 +408,8 @@ MODELS: dict[str, ModelSpec] = {
               "NUTS on the non-centred model (f deterministic)",
               hard="funnel between the GP amplitude and the 11 latent values",
               reference_factory=gp_poisson_noncentred, reference_target_accept=0.99),
+        _spec("gp-poisson-nc", "the same latent GP, non-centred: f = L(amp, ls) z (d = 13)",
+              gp_poisson_noncentred, 13, True, True, "nuts", "NUTS 4 x 5000 (target_accept 0.99)",
+              reference_target_accept=0.99),
     )
 }
