@@ -2,12 +2,12 @@
 
 Reads the ``--json`` files of ``python -m benchmarks.suite`` for the same models, samplers
 and seeds run at two commits, and prints which (model, sampler, seed) runs meet all four
-criteria before and after: a markdown row per model and sampler with a cell per seed, the
-counts per sampler, and every run that met the criteria before and misses them after.  A
-run that ended in an error (a timeout, a crash) misses them.  ``--mean-tol`` and ``--sd-tol``
-re-judge the recorded worst mean error and sd ratio (the suite's flags use 0.1 and 0.1; issue
-42 judged with 0.15 and 0.15).  The results are on ``docs/benchmarks/suite.md``, "The whole
-suite before and after issue 42".
+criteria before and after: a markdown row per model with a cell per sampler (one
+``before → after`` per seed), the counts per sampler, and every run that met the criteria
+before and misses them after.  A run that ended in an error (a timeout, a crash) misses
+them.  ``--mean-tol`` and ``--sd-tol`` re-judge the recorded worst mean error and sd ratio
+(the suite's flags use 0.1 and 0.1; issue 42 judged with 0.15 and 0.15).  The results are
+on ``docs/benchmarks/suite.md``, "The whole suite before and after issue 42".
 """
 
 from __future__ import annotations
@@ -55,21 +55,21 @@ def cell(run: dict | None, mean_tol: float = MEAN_TOL, sd_tol: float = SD_TOL) -
 
 def report(before: dict[Key, dict], after: dict[Key, dict], mean_tol: float = MEAN_TOL,
            sd_tol: float = SD_TOL) -> list[str]:
-    """The markdown lines: per (model, sampler) cells before -> after, counts, regressions.
-    Only (model, sampler, seed) present in both are compared."""
+    """The markdown lines: a row per model, a cell per sampler holding ``before → after``
+    for each seed in order (``; ``-separated), the counts, the regressions.  Only (model,
+    sampler, seed) present in both are compared."""
     common = sorted(set(before) & set(after))
     seeds = sorted({k[2] for k in common})
-    models = list(dict.fromkeys(k[0] for k in sorted(after) if k in before))
+    models = list(dict.fromkeys(k[0] for k in after if k in before))  # the suite's order
     keys = [k for k in SAMPLERS if any(c[1] == k for c in common)]
     judge = {k: (cell(before[k], mean_tol, sd_tol), cell(after[k], mean_tol, sd_tol))
              for k in common}
-    seed_cols = " | ".join(f"seed {s}" for s in seeds)
-    out = [f"| model | sampler | {seed_cols} |", "|---|---|" + "---|" * len(seeds)]
+    labels = " | ".join(SAMPLERS[k].label for k in keys)
+    out = [f"| model | {labels} |", "|---|" + "---|" * len(keys)]
     for model in models:
-        for key in keys:
-            cells = [" → ".join(judge[(model, key, s)]) if (model, key, s) in judge else "-"
-                     for s in seeds]
-            out.append(f"| {model} | {SAMPLERS[key].label} | {' | '.join(cells)} |")
+        cells = ["; ".join(" → ".join(judge[(model, key, s)]) for s in seeds
+                           if (model, key, s) in judge) or "-" for key in keys]
+        out.append(f"| {model} | {' | '.join(cells)} |")
     out += ["", "| sampler | runs | meet all four before | after | passed before, miss after |",
             "|---|---|---|---|---|"]
     total = [0, 0, 0, 0]
