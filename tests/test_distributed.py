@@ -414,16 +414,17 @@ def announce_draw_5(topic: str, trace, draw) -> None:
 
 
 def test_keyboard_interrupt_cancels_the_chains_on_a_given_client(client):
-    """Ctrl-C while chains run: the tasks stop (chains of ~10 min otherwise), the client
-    stays open, and the run leaves nothing registered on the scheduler."""
+    """Ctrl-C while chains run: the tasks stop (chains of most of an hour otherwise), the
+    client stays open, and the run leaves nothing registered on the scheduler."""
     topic, interrupted = "test-interrupt", []
 
     def interrupt_once(event):
         if not interrupted:
             interrupted.append(event)
-            # a real SIGINT: it also wakes a main thread blocked in a lock wait, where
-            # _thread.interrupt_main() only sets a flag (both venvs hung there, 2026-11-27)
-            os.kill(os.getpid(), signal.SIGINT)
+            # a real SIGINT, sent to the main thread: only there does it wake a blocked lock
+            # wait.  _thread.interrupt_main() only sets a flag, and os.kill may deliver the
+            # signal to this (the client's) thread: both hung the test (2026-11-27)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     client.subscribe_topic(topic, interrupt_once)
     try:
