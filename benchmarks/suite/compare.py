@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from .cost import check_one_budget
 from .metrics import ESS_MIN, MEAN_TOL, RHAT_MAX, SD_TOL
 from .runner import SAMPLERS
 
@@ -32,10 +33,7 @@ def load(paths: list[str]) -> dict[Key, dict]:
         for r in json.loads(Path(path).read_text())["runs"]:
             if not r.get("skipped"):
                 runs[(r["model"], r["sampler"], int(r["seed"]))] = r
-    budgets = {(r["tune"], r["draws"], r["chains"]) for r in runs.values()}
-    if len(budgets) > 1:
-        raise ValueError(f"runs of different budgets (tune, draws, chains): {sorted(budgets)}")
-    return runs
+    return check_one_budget(runs)
 
 
 def cell(run: dict | None, mean_tol: float = MEAN_TOL, sd_tol: float = SD_TOL) -> str:

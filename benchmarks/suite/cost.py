@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .runner import SAMPLERS
 
-__all__ = ["load_runs", "main", "rows"]
+__all__ = ["check_one_budget", "load_runs", "main", "rows"]
 
 #: ``local_scale`` names its runs by variant; its default is RandomWalkStep.
 ALIASES = {"local-scale: default": "rw"}
@@ -39,6 +39,12 @@ def load_runs(paths: list[str]) -> dict[tuple[str, str, int], dict]:
             key = ALIASES.get(r["sampler"], r["sampler"])
             if key in SAMPLERS and r.get("accuracy"):
                 runs[(r["model"], key, int(r["seed"]))] = r
+    return check_one_budget(runs)
+
+
+def check_one_budget(runs: dict) -> dict:
+    """``runs`` unchanged; a ``ValueError`` if they do not share one budget (tune, draws,
+    chains), whose ESS and evaluations would not compare."""
     budgets = {(r["tune"], r["draws"], r["chains"]) for r in runs.values()}
     if len(budgets) > 1:
         raise ValueError(f"runs of different budgets (tune, draws, chains): {sorted(budgets)}")
