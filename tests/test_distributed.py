@@ -422,8 +422,7 @@ def test_keyboard_interrupt_cancels_the_chains_on_a_given_client(client):
         if not interrupted:
             interrupted.append(event)
             # a real SIGINT, sent to the main thread: only there does it wake a blocked lock
-            # wait.  _thread.interrupt_main() only sets a flag, and os.kill may deliver the
-            # signal to this (the client's) thread: both hung the test (2026-11-27)
+            # wait (_thread.interrupt_main() only sets a flag; os.kill may pick this thread)
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     client.subscribe_topic(topic, interrupt_once)
