@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import logsumexp
 
 from ..math.linalg import safe_cholesky
 
@@ -55,6 +56,11 @@ _MISMATCH = 1.0
 _RISE = 3.0
 _CHECK_DRAWS = 50
 _CHECK_SEED = 20151209  # the check's draws are fixed: the chain's generator is not touched
+# a mode whose Gaussian holds less than e^-_MASS_MARGIN of the mass that an estimate of the
+# normalising constant shows (importance sampling from the prior: it overestimates by t
+# nats with probability at most e^-t) holds none of the posterior: the neck of a centred
+# funnel, where the density grows without bound (docs/tuning.md, "Laplace start")
+_MASS_MARGIN = 10.0
 
 
 @dataclass
@@ -68,6 +74,7 @@ class LaplaceStart:
     degenerate: str = ""  # why a found mode was not used (a spike, see laplace_start)
     mismatch: float = float("nan")  # sd of the log importance weights of the Gaussian
     start: int = 0  # the start the mode was found from (0: x0, k: starts[k - 1])
+    log_mass: float = float("nan")  # log of the mass near the mode (see laplace_start)
 
 
 def finite_difference_hessian(
@@ -182,19 +189,33 @@ def laplace_mismatch(
     >>> laplace_mismatch(gauss, np.zeros(2), 0.25 * cov) > 1.0  # too narrow
     True
     """
+    return _spread(_log_weights(logp, mode, cov, n_draws, rng)[0])
+
+
+def _spread(w: np.ndarray) -> float:
+    """Standard deviation of log importance weights (``inf`` if one is not finite)."""
+    return float(np.std(w)) if np.all(np.isfinite(w)) else float("inf")
+
+
+def _log_weights(logp: Callable[[np.ndarray], float], mode: np.ndarray, cov: np.ndarray,
+                 n_draws: int = _CHECK_DRAWS,
+                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, float]:
+    """``log p(x) - log q(x)`` of ``n_draws`` draws from ``q = N(mode, cov)`` (``-inf`` where
+    ``p`` is not finite) and ``log det(2 pi cov) / 2``, which they omit."""
     rng = np.random.default_rng(_CHECK_SEED) if rng is None else rng
     chol = safe_cholesky(np.asarray(cov, dtype=float))[0]
     z = rng.standard_normal((int(n_draws), mode.size))
     with np.errstate(all="ignore"):
         lp = np.array([float(logp(mode + chol @ zi)) for zi in z])
-    if not np.all(np.isfinite(lp)):
-        return float("inf")
-    return float(np.std(lp + 0.5 * np.sum(z**2, axis=1)))
+    lp = np.where(np.isfinite(lp), lp, -np.inf)
+    half_logdet = float(np.sum(np.log(np.abs(np.diag(chol))))) + 0.5 * mode.size * np.log(
+        2.0 * np.pi)
+    return lp + 0.5 * np.sum(z**2, axis=1), half_logdet
 
 
 def laplace_start(
     logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
-    starts: Sequence[np.ndarray] = (),
+    starts: Sequence[np.ndarray] = (), log_evidence: float = -np.inf,
 ) -> LaplaceStart:
     """Mode and inverse finite-difference Hessian of ``logp`` (``cov`` None if unusable).
 
@@ -210,7 +231,12 @@ def laplace_start(
     where, so that the caller does not start a chain there with a covariance that cannot
     move it.  Nor is a mode whose Gaussian does not describe the target around it:
     :func:`laplace_mismatch` above ``sqrt(d)`` (``mismatch`` holds it; 50 evaluations).
-    When no mode is usable, ``cov`` is None and the result describes the best mode found.
+    Nor is a mode whose Gaussian holds less than ``e^-10`` of ``exp(log_evidence)``: the
+    mass near it, ``log_mass``, is the larger of the Laplace approximation's
+    ``log p(mode) + log det(2 pi cov) / 2`` and the importance-sampling estimate from the
+    mismatch's draws.  In a centred funnel's neck the density grows without bound, and the
+    optimiser stops at a point that looks like a mode but holds almost no mass.  When no
+    mode is usable, ``cov`` is None and the result describes the best mode found.
 
     Parameters
     ----------
@@ -223,6 +249,9 @@ def laplace_start(
         ``2 d^2``).
     starts : sequence of arrays, optional
         Further starting points; those without a finite log density are skipped.
+    log_evidence : float, optional
+        An estimate of ``log`` of the integral of ``exp(logp)`` that errs low, e.g. by
+        importance sampling from the prior (default: none, every mode holds enough mass).
 
     Examples
     --------
@@ -263,23 +292,29 @@ def laplace_start(
             return LaplaceStart(mode=np.asarray(x0, float), logp=-np.inf, cov=None,
                                 n_evals=count[0])
         found.sort(key=lambda item: item[0])
-        first, tried = None, []
-        lowest = found[0][0] + _mode_margin(np.size(x0))
+        first, tried, lowest = None, [], np.inf
         for f_mode, index, mode in found:
-            if f_mode > lowest:  # far below the best point found: a mode without mass
+            if f_mode > lowest:  # far below the best mode that may hold mass: it holds none
                 break
             if any(np.allclose(mode, other, rtol=1e-4, atol=1e-6) for other in tried):
                 continue  # the same mode from another start
             tried.append(mode)
-            res = _gaussian_at(neg, mode, f_mode)
+            res = _gaussian_at(neg, mode, f_mode, log_evidence)
             res.start = index
             if first is None:
                 first = res
+            if lowest == np.inf and not _massless(res.log_mass, log_evidence):
+                lowest = f_mode + _mode_margin(np.size(x0))
             if res.cov is not None:
                 res.n_evals = count[0]
                 return res
         first.n_evals = count[0]
         return first
+
+
+def _massless(log_mass: float, log_evidence: float) -> bool:
+    """Whether a mode's Gaussian holds less than ``e^-_MASS_MARGIN`` of the mass."""
+    return log_mass < log_evidence - _MASS_MARGIN
 
 
 def _mode_margin(dim: int) -> float:
@@ -331,8 +366,8 @@ def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
     return cov, steps, "", rise
 
 
-def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray,
-                 f_mode: float) -> LaplaceStart:
+def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: float,
+                 log_evidence: float = -np.inf) -> LaplaceStart:
     """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable)."""
     for _ in range(3):  # the Hessian again where Newton steps moved the mode
         cov, steps, spike, rise = _inverse_hessian(neg, mode, f_mode)
@@ -359,7 +394,14 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray,
         value = neg(x)
         return -value if value < _BIG else -np.inf
 
-    mismatch = laplace_mismatch(pos, mode, cov)
-    usable = mismatch <= _MISMATCH * np.sqrt(mode.size)
-    return LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, mismatch=mismatch,
-                        cov=cov if usable else None)
+    w, half_logdet = _log_weights(pos, mode, cov)
+    mismatch = _spread(w)
+    log_mass = half_logdet + max(-f_mode, float(logsumexp(w) - np.log(w.size)))
+    res = LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, mismatch=mismatch,
+                       log_mass=log_mass,
+                       cov=cov if mismatch <= _MISMATCH * np.sqrt(mode.size) else None)
+    if _massless(log_mass, log_evidence):
+        res.cov = None
+        res.degenerate = (f"the Gaussian at the mode holds about e^{log_mass - log_evidence:.0f} "
+                          "of the target's mass")
+    return res
