@@ -534,6 +534,23 @@ def test_the_process_is_warmed_up_before_the_first_run_is_timed(monkeypatch):
     runner.warm_up()
 
 
+def test_json_keeps_the_models_finished_before_a_run_is_stopped(monkeypatch, tmp_path):
+    """The ``--json`` file is written after each model: Ctrl-C in the second model keeps
+    the first model's runs, marked unfinished (before, a stopped run lost them all)."""
+    def fake_run_one(spec, sampler, ref, *args):
+        if spec.name != "funnel":
+            raise KeyboardInterrupt
+        return run_one(dataclasses.replace(spec, factory=None), sampler, ref, 10, 10, 1, 0)
+
+    monkeypatch.setattr(cli, "run_one", fake_run_one)
+    out = tmp_path / "suite.json"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["--models", "funnel,censored", "--steps", "rw", "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert [(r["model"], r["sampler"]) for r in saved["runs"]] == [("funnel", "rw")]
+    assert saved["meta"]["finished"] is False and list(saved["models"]) == ["funnel"]
+
+
 def test_runs_on_cheap_models_have_a_time_limit_by_default():
     assert cli.run_timeout(MODELS["timeseries"], None) == cli.CHEAP_TIMEOUT
     assert cli.run_timeout(MODELS["lotka-volterra"], None) is None  # expensive: none

@@ -14,7 +14,9 @@ its defaults (``pm.sample(step=Step())``).  ``--quick``: 200 + 200 iterations an
 (smoke test; the criteria are meaningless there).  References are read from
 ``benchmarks/data/suite`` (made by ``python -m benchmarks.suite.reference``).  Prints the
 tables (markdown) to stdout and progress to stderr; ``--json`` and ``--markdown`` also
-write them to files (keep such outputs out of git).  ``--reuse FILE`` adds the runs of an
+write them to files (keep such outputs out of git).  The ``--json`` file is rewritten after
+each model, its ``meta["finished"]`` false until the end: a run stopped midway keeps the
+models it finished.  ``--reuse FILE`` adds the runs of an
 earlier ``--json`` file for samplers not run now (same model, budget and seed), so PyMC's
 samplers, which do not change with this package, need not be re-run after a change to ours.
 """
@@ -161,6 +163,15 @@ def reused_runs(path: Path | None, args) -> tuple[dict[str, list[RunResult]], st
     return by_model, note
 
 
+def _write_json(path: Path, meta: dict, models: dict, results: list[RunResult]) -> None:
+    """Write the measurements so far (replacing the file whole: a reader never sees half)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(
+        {"meta": meta, "models": models, "runs": [r.to_dict() for r in results]},
+        indent=1, default=float))
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> list[RunResult]:
     """Run the suite; return the results (also printed and written to ``--out``)."""
     args = parse_args(argv)
@@ -174,7 +185,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     meta = {"command": args.command, "date": started.isoformat(timespec="seconds"),
             "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
             "seed": args.seed, "versions": versions(), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "load_start": _load()}
+            "cpus": os.cpu_count(), "load_start": _load(), "finished": False}
     print(f"# pymc-kameleon benchmark suite\n\n`{args.command}`: tune={args.tune}, "
           f"draws={args.draws}, chains={args.chains} (cores=1), seed={args.seed}; "
           f"{meta['date']}; {meta['versions']}\n", flush=True)
@@ -211,16 +222,16 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
                              "has_gradient": spec.has_gradient, "hard": spec.hard,
                              "pseudo_marginal": spec.pseudo_marginal, "reference": ref.meta}
         print(section + "\n", flush=True)
+        if args.json is not None:
+            _write_json(args.json, meta, models_meta, results)
     summary = summary_tables(specs, results) if specs else ""
     if summary:
         print("## Summary\n\n" + summary + "\n")
-    meta.update(seconds=time.perf_counter() - wall_start, load_end=_load())
+    meta.update(seconds=time.perf_counter() - wall_start, load_end=_load(), finished=True)
     print(f"Total wall time {meta['seconds']:.0f} s; load average at start {meta['load_start']},"
           f" at end {meta['load_end']}.")
     if args.json is not None:
-        args.json.write_text(json.dumps(
-            {"meta": meta, "models": models_meta, "runs": [r.to_dict() for r in results]},
-            indent=1, default=float))
+        _write_json(args.json, meta, models_meta, results)
     if args.markdown is not None:
         args.markdown.write_text("\n\n".join(sections + ["## Summary", summary]) + "\n")
     return results
