@@ -240,10 +240,11 @@ _PRIOR_LOGP_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _prior_logp_fn(model):
     """The prior log density of every free variable at an (unconstrained) point, with the
-    transforms' Jacobians, compiled once per model."""
+    transforms' Jacobians, compiled once per model (``FAST_COMPILE``: 200 evaluations of a
+    small graph, where the default backends' compile time of 0.3-0.8 s would dominate)."""
     fn = _PRIOR_LOGP_FNS.get(model)
     if fn is None:
-        fn = model.compile_fn(model.varlogp, point_fn=True)
+        fn = model.compile_fn(model.varlogp, point_fn=True, mode="FAST_COMPILE")
         _PRIOR_LOGP_FNS[model] = fn
     return fn
 
