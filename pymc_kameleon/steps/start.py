@@ -196,11 +196,11 @@ class ChainStart:
             draw, prior_logp = _prior_point_fn(model), _prior_logp_fn(model)
             seeds = np.random.default_rng(_EVIDENCE_SEED).integers(2**31, size=_EVIDENCE_DRAWS)
             points = [draw(int(seed)) for seed in seeds]
+            ratio = np.array([self._logp(DictToArrayBijection.map(
+                {v.name: p[v.name] for v in self.vars}).data.astype(float))
+                - float(prior_logp(p)) for p in points])
         except Exception:  # e.g. "Cannot sample from flat variable"
             return self._evidence, 0
-        ratio = np.array([self._logp(DictToArrayBijection.map(
-            {v.name: p[v.name] for v in self.vars}).data.astype(float)) - float(prior_logp(p))
-            for p in points])
         ratio = np.where(np.isfinite(ratio), ratio, -np.inf)
         self._evidence = float(logsumexp(ratio) - np.log(ratio.size))
         return self._evidence, ratio.size
