@@ -175,14 +175,14 @@ def distortion(d: int, b: float, whiten: bool = True, seeds=(0, 1, 2),
     with model:
         kamh = KameleonStep(rng=0, bandwidth=s)
     for z in Z:
-        kamh._record(z)
+        kamh._record(z, 0.0)
     kamh._refresh()
     largest, smallest, ranks = [], [], set()
     for seed in seeds:
         with model:
             fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
         for z in Z:
-            fkamh._record(z)
+            fkamh._record(z, 0.0)
         fkamh._refresh()
         fkamh.stop_tuning()  # the frozen proposal: exact truncation
         ranks.add(fkamh._adapt.rank)

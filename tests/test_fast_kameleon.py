@@ -48,7 +48,7 @@ def _step_with_history(model, history, **kwargs):
     with model:
         step = FastKameleonStep(rng=1, n_bandwidth=len(history), **kwargs)
     for z in history:
-        step._record(z)
+        step._record(z, 0.0)
     step._refresh()
     return step
 
@@ -80,7 +80,7 @@ def test_feature_moments_equal_batch_formulas(gauss, history):
     # unit test of the internal online moments against the batch formulas
     step = _step_with_history(gauss, history[:200], bandwidth=1.5)
     for z in history[200:]:
-        step._record(z)
+        step._record(z, 0.0)
     Phi = step._adapt.features.features(history)
     np.testing.assert_allclose(step._adapt.moments.mean, Phi.mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(step._adapt.moments.cov, np.cov(Phi.T, bias=True), atol=1e-12)
@@ -255,19 +255,19 @@ def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
     with gauss:
         step = FastKameleonStep(rng=3, n_bandwidth=100)
     for z in rng.normal(size=(300, 2)):
-        step._record(z)
+        step._record(z, 0.0)
     step._refresh()
     a = step._adapt
     s0, count0 = a.bandwidth, a.moments.count
     assert count0 == 100  # restarted from the reservoir
     for z in rng.normal(size=(500, 2)):  # same spread: the median moves by a few %
         step._adapt.t += 1
-        step._record(z)
+        step._record(z, 0.0)
     step._refresh()
     assert a.bandwidth == s0 and a.moments.count == count0 + 500
     for z in 5.0 * rng.normal(size=(2000, 2)):  # the spread grows 5-fold: restart
         step._adapt.t += 1
-        step._record(z)
+        step._record(z, 0.0)
     step._refresh()
     assert a.bandwidth > 1.2 * s0 and a.moments.count == 100
 
@@ -334,7 +334,7 @@ def test_tracked_factor_while_tuning_exact_factor_after(gauss, history, n_featur
     assert a.basis is not None
     for z in history[:100] * 1.3:  # 100 more tuning points: a new snapshot, then one step
         a.t += 1
-        step._record(z)
+        step._record(z, 0.0)
     proposal, _ = step._propose(ChainState(y, 0.0))
     assert (a.folded is not None) == folded
     R = a.root[: a.rank].copy()

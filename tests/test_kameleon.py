@@ -47,6 +47,9 @@ GAMMA_01 = partial(KameleonStep, gamma=0.1)
         (dict(nu2=-1.0), "scale"),
         (dict(target_accept=1.2), "target_accept"),
         (dict(adapt_exponent=0.3), "exponent"),
+        (dict(tail_weight=-0.5), "tail_weight"),
+        (dict(tail_weight=np.nan), "tail_weight"),
+        (dict(tail_weight=True), "tail_weight"),
     ],
 )
 def test_invalid_parameters(gauss, kwargs, match):
@@ -111,6 +114,24 @@ def test_a_refresh_on_one_repeated_point_builds_no_kernel(gauss, bandwidth):
     step._refresh()
     assert a.active and a.Zt.shape == (2, 6)
     assert a.bandwidth == (bandwidth or 0.5)  # the one distance between distinct points
+
+
+def test_tail_weight_fills_the_history_with_rarely_visited_points(gauss):
+    """``tail_weight=1`` keeps tuning positions with weight ``1 / p(x)``: on a Gaussian
+    the history subsample (100 of 1300 tuning positions) lies farther out than a
+    uniform one, by the squared Mahalanobis norm (uniform: about d = 2)."""
+    def history_norm(tail_weight):
+        make = lambda: KameleonStep(n_history=100, tail_weight=tail_weight)  # noqa: E731
+        with gauss:
+            step = make()
+        sample(gauss, lambda: step, draws=1, tune=1300, chains=1, seed=4)
+        Z = step._adapt.reservoir.points
+        return float(np.mean(np.sum(Z**2, axis=1))), len(Z)
+
+    uniform, n = history_norm(0.0)
+    weighted, m = history_norm(1.0)
+    assert n == m == 100
+    assert uniform < 3.0 and weighted > 2.0 * uniform, (uniform, weighted)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from scipy.linalg import cho_solve
 from pymc_kameleon.adaptation import GeometricSchedule, RobbinsMonro
 from pymc_kameleon.math.kernels import distinct_rows
 from pymc_kameleon.math.linalg import MultivariateNormal, ridge_solves, safe_cholesky
-from pymc_kameleon.math.online import OnlineMeanCov, Reservoir
+from pymc_kameleon.math.online import OnlineMeanCov, Reservoir, WeightedReservoir
 
 
 def test_safe_cholesky_plain_singular_and_indefinite():
@@ -127,6 +127,39 @@ def test_reservoir_is_uniform_over_the_stream():
     biased = np.zeros(n_stream)
     biased[:capacity] = reps
     assert stats.chi2(n_stream - 1).sf(np.sum((biased - expected) ** 2 / expected)) < 1e-10
+
+
+def test_weighted_reservoir_keeps_a_point_with_its_weights_share():
+    """Capacity 1: point i is kept with probability w_i / sum(w) (A-Res's defining
+    property), chi-square against those shares; equal weights are uniform; the uniform
+    shares are rejected for unequal weights by the same statistic."""
+    weights = np.array([1.0, 2.0, 7.0, 0.5, 4.0])
+    rng = np.random.default_rng(5)
+    reps = 8000
+
+    def counts(log_w):
+        out = np.zeros(len(log_w))
+        for _ in range(reps):
+            res = WeightedReservoir(1, 1)
+            for i, lw in enumerate(log_w):
+                res.add(np.array([float(i)]), lw, rng)
+            out[int(res.points[0, 0])] += 1
+        return out
+
+    def pvalue(got, shares):
+        expected = reps * shares
+        return stats.chi2(len(shares) - 1).sf(np.sum((got - expected) ** 2 / expected))
+
+    got = counts(np.log(weights))
+    assert pvalue(got, weights / weights.sum()) > 1e-3
+    assert pvalue(got, np.full(5, 0.2)) < 1e-10
+    assert pvalue(counts(np.zeros(5)), np.full(5, 0.2)) > 1e-3
+    res = WeightedReservoir(3, 2)
+    for i in range(2):
+        res.add(np.full(2, float(i)), 0.0, rng)
+    assert res.points.shape == (2, 2) and res.seen == 2
+    with pytest.raises(ValueError, match="capacity"):
+        WeightedReservoir(0, 1)
 
 
 def test_robbins_monro_reaches_target_acceptance():

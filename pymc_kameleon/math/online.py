@@ -2,6 +2,7 @@
 
 * :class:`OnlineMeanCov`: Welford's running mean and (maximum-likelihood) covariance.
 * :class:`Reservoir`: a uniform random subsample of fixed size of everything seen so far.
+* :class:`WeightedReservoir`: a weighted one (each point with its own weight).
 
 Both use ``O(capacity)`` memory and ``O(1)``-in-``t`` work per new point.
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["OnlineMeanCov", "Reservoir"]
+__all__ = ["OnlineMeanCov", "Reservoir", "WeightedReservoir"]
 
 
 @dataclass
@@ -163,3 +164,62 @@ class Reservoir:
 
     def clear(self) -> None:
         self.seen = 0
+
+
+@dataclass
+class WeightedReservoir:
+    """Weighted random subsample (without replacement) of a stream of points.
+
+    Algorithm A-Res (Efraimidis and Spirakis 2006): each point gets the key
+    ``log(E) - log_weight`` with ``E ~ Exp(1)`` and the ``capacity`` smallest keys are kept
+    (the log form of keeping the largest ``u^(1/w)``: no overflow for any weight).  With
+    capacity 1 a point is kept with probability ``w_i / sum(w)``; equal weights give a
+    uniform subsample, as :class:`Reservoir`.
+
+    Parameters
+    ----------
+    capacity : int
+        Maximum number of points kept (``>= 1``).
+    dim : int
+        Dimension of the points.
+
+    References
+    ----------
+    .. [1] Efraimidis, P. S., Spirakis, P. G. (2006). Weighted random sampling with a
+       reservoir. Information Processing Letters 97(5), 181-185.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> res = WeightedReservoir(capacity=2, dim=1)
+    >>> rng = np.random.default_rng(0)
+    >>> for i in range(10):
+    ...     res.add(np.array([float(i)]), 0.0 if i < 9 else 50.0, rng)
+    >>> bool(9.0 in res.points)  # a weight e^50 times the others': always kept
+    True
+    """
+
+    capacity: int
+    dim: int
+    seen: int = 0
+    _data: np.ndarray = field(init=False)
+    _keys: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError("WeightedReservoir capacity must be at least 1")
+        self._data = np.empty((self.capacity, self.dim))
+        self._keys = np.full(self.capacity, np.inf)
+
+    def add(self, x: np.ndarray, log_weight: float, rng: np.random.Generator) -> None:
+        """Offer one point with weight ``exp(log_weight)`` (``O(capacity)`` work)."""
+        key = float(np.log(rng.standard_exponential()) - log_weight)
+        j = self.seen if self.seen < self.capacity else int(np.argmax(self._keys))
+        if key < self._keys[j] or self.seen < self.capacity:
+            self._data[j], self._keys[j] = x, key
+        self.seen += 1
+
+    @property
+    def points(self) -> np.ndarray:
+        """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
+        return self._data[: min(self.seen, self.capacity)].copy()

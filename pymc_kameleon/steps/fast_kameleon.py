@@ -310,7 +310,7 @@ class FastKameleonStep(LocalGaussianStep):
         return a.factor_rank
 
     # ------------------------------------------------------------------ history
-    def _record(self, x: np.ndarray) -> None:
+    def _record(self, x: np.ndarray, logp: float) -> None:
         a = self._adapt
         a.reservoir.add(x, self.rng)
         if a.moments is None:

@@ -10,7 +10,7 @@ from ..adaptation import GeometricSchedule
 from ..math._compiled import kamh_gram_t
 from ..math.kamh import natural_nu2_scale
 from ..math.kernels import distinct_rows, median_heuristic
-from ..math.online import Reservoir
+from ..math.online import Reservoir, WeightedReservoir
 from ..validation import check_integral
 from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 
@@ -23,7 +23,7 @@ _BANDWIDTH_POINTS = 500
 
 @dataclass
 class KameleonAdaptState(LocalGaussianAdaptState):
-    reservoir: Reservoir | None = None
+    reservoir: Reservoir | WeightedReservoir | None = None
     Zt: np.ndarray | None = None  # the subsample in use, transposed (d, n), C-contiguous:
     # the layout of the compiled Gram
 
@@ -102,6 +102,13 @@ class KameleonStep(LocalGaussianStep):
         ``c`` of the Robbins-Monro gains ``t^-c``, in ``(0.5, 1]``.
     subsample_schedule : GeometricSchedule, optional
         Iterations (counted from the start of tuning) at which the subsample is refreshed.
+    tail_weight : float, default 0
+        ``beta >= 0``: the history subsample keeps each tuning position with weight
+        ``p(x)^-beta`` (weighted reservoir sampling) instead of uniformly, so that the
+        regions the chain visits rarely, a funnel's neck or a curved tail, hold more of the
+        points the proposal's local covariance is built from.  ``beta = 1`` spreads them
+        evenly over the visited region.  Opt-in: measured on issue 42's funnels and curved
+        tails on ``docs/benchmarks/suite.md`` ("Local scale").
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
         (default ``d``), warm-up length, Laplace start, what an exception raised by the
@@ -144,10 +151,15 @@ class KameleonStep(LocalGaussianStep):
         n_history: int = 1000,
         nu2: float | None = None,
         subsample_schedule: GeometricSchedule | None = None,
+        tail_weight: float = 0.0,
         **kwargs,
     ):
         # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
         self.n_history = check_integral("n_history", n_history, minimum=2)
+        self.tail_weight = float(tail_weight)
+        if isinstance(tail_weight, bool) or not (np.isfinite(self.tail_weight)
+                                                 and self.tail_weight >= 0.0):
+            raise ValueError(f"tail_weight must be a finite number >= 0, got {tail_weight!r}")
         super().__init__(
             vars,
             scale=nu2,
@@ -156,18 +168,20 @@ class KameleonStep(LocalGaussianStep):
         )
 
     def _new_adapt_state(self) -> KameleonAdaptState:
-        return KameleonAdaptState(
-            next_refresh=self.schedule.first,
-            reservoir=Reservoir(self.n_history, self.dim),
-        )
+        kind = WeightedReservoir if self.tail_weight else Reservoir
+        return KameleonAdaptState(next_refresh=self.schedule.first,
+                                  reservoir=kind(self.n_history, self.dim))
 
     def _extra_stats(self) -> dict:
         Zt = self._adapt.Zt
         return {"n_history": 0 if Zt is None else Zt.shape[1]}
 
     # ------------------------------------------------------------------ history
-    def _record(self, x: np.ndarray) -> None:
-        self._adapt.reservoir.add(x, self.rng)
+    def _record(self, x: np.ndarray, logp: float) -> None:
+        if self.tail_weight:
+            self._adapt.reservoir.add(x, -self.tail_weight * logp, self.rng)
+        else:
+            self._adapt.reservoir.add(x, self.rng)
 
     def _refresh(self) -> None:
         a = self._adapt

@@ -173,8 +173,8 @@ class LocalGaussianStep(BaseKernelStep):
         """Scale of ``G`` on which the dimensionless ratio is measured."""
 
     @abstractmethod
-    def _record(self, x: np.ndarray) -> None:
-        """Add a chain position to the history (tuning only)."""
+    def _record(self, x: np.ndarray, logp: float) -> None:
+        """Add a chain position and its stored log density to the history (tuning only)."""
 
     @abstractmethod
     def _refresh(self) -> None:
@@ -300,7 +300,7 @@ class LocalGaussianStep(BaseKernelStep):
         a.t += 1
         a.gammas.record(accept_prob, a.last_jump)
         a.last_jump = 0.0  # an outright rejection (no move proposed) jumps nowhere
-        self._record(new_state.position)
+        self._record(new_state.position, new_state.logp)
 
     def _begin_tuning_draw(self, mean_accept: float) -> None:
         a = self._adapt
