@@ -1,5 +1,6 @@
 """Local scale for curved tails and funnels: RandomWalkStep with delayed rejection or a scale
-mixture against its default (issue 42, point 5).
+mixture, KameleonStep with a tail-weighted history, against their defaults (issue 42,
+point 5).
 
 Usage::
 
@@ -8,14 +9,15 @@ Usage::
 
 One run per call (``pm.sample``'s defaults, 4 chains one after the other, ``cores=1``,
 through :func:`benchmarks.suite.runner.run_one`), so that each run can be time-boxed; the
-variants are ``default`` (``RandomWalkStep()``), ``drF`` (``delayed_rejection=F``) and
-``mixP,F`` (``scale_mixture=(P, F)``).  Printed: the suite's criteria, max R-hat, min bulk
+variants are ``default`` (``RandomWalkStep()``), ``drF`` (``delayed_rejection=F``),
+``mixP,F`` (``scale_mixture=(P, F)``), ``kamh`` (``KameleonStep()``) and ``kamh-tailB``
+(``KameleonStep(tail_weight=B)``).  Printed: the suite's criteria, max R-hat, min bulk
 ESS, the worst mean error and sd ratio, the 1 % / 99 % and 0.1 % / 99.9 % quantiles of the
 model's hard parameter (``log_Km`` for pk, ``log_amp`` for gp-poisson) against the
 reference's (1 % / 99 % from its thinned draws, 0.1 % / 99.9 % from its meta), min bulk ESS
 per 1000 log-density evaluations (the suite's counter: both stages of delayed rejection are
 counted) and wall time.  The results are on ``docs/benchmarks/suite.md``, "Local scale:
-delayed rejection and scale mixtures".
+delayed rejection and scale mixtures" and "Local scale: a tail-weighted KAMH history".
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 
 import numpy as np
 
-from pymc_kameleon import RandomWalkStep
+from pymc_kameleon import KameleonStep, RandomWalkStep
 
 from .common import SamplerSpec, quiet_pymc
 from .suite.models import MODELS
@@ -36,14 +38,20 @@ from .suite.runner import SAMPLERS, run_one
 __all__ = ["HARD_PARAMETER", "main", "make_variant"]
 
 #: The scalar whose tail makes each model hard.
-HARD_PARAMETER = {"pk": "log_Km", "gp-poisson": "log_amp"}
+HARD_PARAMETER = {"pk": "log_Km", "gp-poisson": "log_amp", "funnel": "v",
+                  "timeseries": "sigma", "eight-schools-c": "tau"}
 
 
 def make_variant(name: str, **kwargs):
-    """A step factory from a variant name: ``default``, ``drF`` or ``mixP,F`` (``kwargs``
-    go to every variant, e.g. ``on_error``)."""
+    """A step factory from a variant name: ``default``, ``drF``, ``mixP,F``, ``kamh`` or
+    ``kamh-tailB`` (``kwargs`` go to every variant, e.g. ``on_error``)."""
     if name == "default":
         return lambda: RandomWalkStep(**kwargs)
+    if name == "kamh":
+        return lambda: KameleonStep(**kwargs)
+    if name.startswith("kamh-tail"):
+        beta = float(name[len("kamh-tail"):])
+        return lambda: KameleonStep(tail_weight=beta, **kwargs)
     if name.startswith("dr"):
         factor = float(name[2:])
         return lambda: RandomWalkStep(delayed_rejection=factor, **kwargs)

@@ -316,3 +316,15 @@ def test_compare_table_counts_runs_and_lists_the_lost_ones(tmp_path):
                            mean_tol=0.15, sd_tol=0.25)
     assert loose[2] == "| pk | ok → ok; ok → error | ok → ok; RE → ok |"
     assert loose[-1] == "- pk, KameleonStep, seed 2: error"
+
+
+def test_local_scale_variants_build_the_named_steps(gauss):
+    from benchmarks.local_scale import make_variant
+    from pymc_kameleon import KameleonStep
+
+    with gauss:
+        step = make_variant("kamh-tail0.5", on_error="reject")()
+        assert isinstance(step, KameleonStep) and step.tail_weight == 0.5
+        assert make_variant("kamh")().tail_weight == 0.0
+    with pytest.raises(ValueError, match="unknown variant"):
+        make_variant("nuts")
