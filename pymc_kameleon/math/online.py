@@ -97,7 +97,27 @@ class OnlineMeanCov:
 
 
 @dataclass
-class Reservoir:
+class _Subsample:
+    """Storage of a fixed-size subsample of a stream (``seen``: points offered so far)."""
+
+    capacity: int
+    dim: int
+    seen: int = 0
+    _data: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError(f"{type(self).__name__} capacity must be at least 1")
+        self._data = np.empty((self.capacity, self.dim))
+
+    @property
+    def points(self) -> np.ndarray:
+        """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
+        return self._data[: min(self.seen, self.capacity)].copy()
+
+
+@dataclass
+class Reservoir(_Subsample):
     """Uniform random subsample (without replacement) of a stream of points.
 
     Algorithm R (Vitter 1985): after ``t`` points each of them is in the reservoir with
@@ -128,16 +148,10 @@ class Reservoir:
     ((3, 1), 10)
     """
 
-    capacity: int
-    dim: int
-    seen: int = 0
-    _data: np.ndarray = field(init=False)
     _arrival: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.capacity < 1:
-            raise ValueError("Reservoir capacity must be at least 1")
-        self._data = np.empty((self.capacity, self.dim))
+        super().__post_init__()
         self._arrival = np.empty(self.capacity, dtype=np.int64)
 
     def add(self, x: np.ndarray, rng: np.random.Generator) -> None:
@@ -152,11 +166,6 @@ class Reservoir:
         self.seen += 1
 
     @property
-    def points(self) -> np.ndarray:
-        """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
-        return self._data[: min(self.seen, self.capacity)].copy()
-
-    @property
     def points_in_order(self) -> np.ndarray:
         """The subsample sorted by arrival time (a copy)."""
         k = min(self.seen, self.capacity)
@@ -167,7 +176,7 @@ class Reservoir:
 
 
 @dataclass
-class WeightedReservoir:
+class WeightedReservoir(_Subsample):
     """Weighted random subsample (without replacement) of a stream of points.
 
     Algorithm A-Res (Efraimidis and Spirakis 2006): each point gets the key
@@ -178,10 +187,8 @@ class WeightedReservoir:
 
     Parameters
     ----------
-    capacity : int
-        Maximum number of points kept (``>= 1``).
-    dim : int
-        Dimension of the points.
+    capacity, dim : int
+        As for :class:`Reservoir`.
 
     References
     ----------
@@ -199,16 +206,10 @@ class WeightedReservoir:
     True
     """
 
-    capacity: int
-    dim: int
-    seen: int = 0
-    _data: np.ndarray = field(init=False)
     _keys: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.capacity < 1:
-            raise ValueError("WeightedReservoir capacity must be at least 1")
-        self._data = np.empty((self.capacity, self.dim))
+        super().__post_init__()
         self._keys = np.full(self.capacity, np.inf)
 
     def add(self, x: np.ndarray, log_weight: float, rng: np.random.Generator) -> None:
@@ -218,8 +219,3 @@ class WeightedReservoir:
         if key < self._keys[j] or self.seen < self.capacity:
             self._data[j], self._keys[j] = x, key
         self.seen += 1
-
-    @property
-    def points(self) -> np.ndarray:
-        """The current subsample, shape ``(min(seen, capacity), dim)`` (a copy)."""
-        return self._data[: min(self.seen, self.capacity)].copy()
