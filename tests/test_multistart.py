@@ -146,14 +146,14 @@ def conjugate():
 
 def test_prior_draws_estimate_the_normalising_constant(conjugate):
     """200 fixed prior draws (the posterior sd is 0.41 of the prior's: the estimate's
-    relative error is about 0.1), counted once per step; ``-inf`` for a block that is not
+    relative error is about 0.1), the same in every chain; ``-inf`` for a block that is not
     the whole model and for a prior that cannot be drawn from."""
     model, exact = conjugate
     with model:
         step = RandomWalkStep()
     estimate, evals = step._prior_evidence()
     assert abs(estimate - exact) < 0.3 and evals == 200
-    assert step._prior_evidence() == (estimate, 0)
+    assert step._prior_evidence() == (estimate, 200)
     with pm.Model():
         a, b = pm.Normal("a"), pm.Normal("b")
         pm.Normal("y", a + b, 1.0, observed=[0.5])

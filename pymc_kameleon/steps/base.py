@@ -286,7 +286,6 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
         self._default_start: np.ndarray | None = None
-        self._evidence: float | None = None  # see ChainStart._prior_evidence
         self.on_error = check_on_error(on_error)
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us

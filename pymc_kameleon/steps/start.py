@@ -179,19 +179,17 @@ class ChainStart:
     def _prior_evidence(self) -> tuple[float, int]:
         """Log of the normalising constant of the log density, estimated by importance
         sampling from the prior (``_EVIDENCE_DRAWS`` draws, fixed), and the evaluations
-        spent now (0 once computed); ``-inf`` where the block is not the whole model or
-        the prior cannot be drawn from.  Computed once per step: every chain's modes are
-        judged by it.
+        spent; ``-inf`` and 0 where the block is not the whole model or the prior cannot be
+        drawn from.  Every chain computes it again (same draws, same value), so that its
+        ``n_evals`` do not depend on whether the chains share a step object.
 
         The estimate is the mean of ``p(x) / prior(x)`` over prior draws: unbiased for the
         normalising constant, so its log exceeds the truth by ``t`` with probability at
         most ``e^-t`` (Markov's inequality) and mostly errs low.
         """
-        if self._evidence is not None:
-            return self._evidence, 0
-        self._evidence, model = -np.inf, self._model
+        model = self._model
         if {v.name for v in self.vars} != {v.name for v in model.value_vars}:
-            return self._evidence, 0
+            return -np.inf, 0
         try:
             draw, prior_logp = _prior_point_fn(model), _prior_logp_fn(model)
             seeds = np.random.default_rng(_EVIDENCE_SEED).integers(2**31, size=_EVIDENCE_DRAWS)
@@ -200,10 +198,9 @@ class ChainStart:
                 {v.name: p[v.name] for v in self.vars}).data.astype(float))
                 - float(prior_logp(p)) for p in points])
         except Exception:  # e.g. "Cannot sample from flat variable"
-            return self._evidence, 0
+            return -np.inf, 0
         ratio = np.where(np.isfinite(ratio), ratio, -np.inf)
-        self._evidence = float(logsumexp(ratio) - np.log(ratio.size))
-        return self._evidence, ratio.size
+        return float(logsumexp(ratio) - np.log(ratio.size)), ratio.size
 
     def _raise_bad_start(self, x: np.ndarray, point) -> None:
         q = RaveledVars(x, self._q0_info)
