@@ -156,9 +156,14 @@ class ChainStart:
             return True
         if self._default_start is None:
             ip = model.initial_point()
-            self._default_start = DictToArrayBijection.map(
-                {v.name: ip[v.name] for v in self.vars}).data.astype(float)
+            self._default_start = self._ravel(ip)
         return not np.allclose(x, self._default_start, rtol=1e-12, atol=1e-12)
+
+    def _ravel(self, point: dict) -> np.ndarray:
+        """The block's values in ``point`` (a dict by value-variable name) as one float
+        vector, in the step's order."""
+        raveled = DictToArrayBijection.map({v.name: point[v.name] for v in self.vars})
+        return raveled.data.astype(float)
 
     def _dispersed_starts(self, x: np.ndarray) -> list[np.ndarray]:
         """``laplace_starts`` starting points for the optimiser: prior draws of the block
@@ -170,9 +175,7 @@ class ChainStart:
         seeds = self.rng.integers(2**31, size=n)
         try:
             draw = _prior_point_fn(self._model)
-            return [DictToArrayBijection.map({v.name: draw(int(seed))[v.name]
-                                              for v in self.vars}).data.astype(float)
-                    for seed in seeds]
+            return [self._ravel(draw(int(seed))) for seed in seeds]
         except Exception:  # e.g. "Cannot sample from flat variable"
             return [x + self.rng.uniform(-2.0, 2.0, size=x.size) for _ in seeds]
 
@@ -194,9 +197,8 @@ class ChainStart:
             draw, prior_logp = _prior_point_fn(model), _prior_logp_fn(model)
             seeds = np.random.default_rng(_EVIDENCE_SEED).integers(2**31, size=_EVIDENCE_DRAWS)
             points = [draw(int(seed)) for seed in seeds]
-            ratio = np.array([self._logp(DictToArrayBijection.map(
-                {v.name: p[v.name] for v in self.vars}).data.astype(float))
-                - float(prior_logp(p)) for p in points])
+            ratio = np.array([self._logp(self._ravel(p)) - float(prior_logp(p))
+                              for p in points])
         except Exception:  # e.g. "Cannot sample from flat variable"
             return -np.inf, 0
         ratio = np.where(np.isfinite(ratio), ratio, -np.inf)
