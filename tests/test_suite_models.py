@@ -236,15 +236,19 @@ def test_pk_black_box_is_zero_density_where_km_underflows():
     assert np.isfinite(float(likelihood({**point, "log_Km": np.log(30.0)})))
 
 
-@pytest.mark.xfail(strict=True, reason="the pk reference (4 x 1250 NUTS draws, all the "
-                   "deadline allowed) does not hold its 99.9 % quantile: log_Km 5.32 vs 6.07 "
-                   "between the halves of its chains; remake it with --draws 5000")
 def test_pk_reference_holds_its_tails():
     """The PK reference's 0.1 % and 99.9 % quantiles agree between the two halves of its
-    chains within 0.15 of its sd (the arm's tail is the point of the model)."""
+    chains within three Monte Carlo standard errors of their difference, and on the arm
+    (``log_Vm``, ``log_Km``: the point of the model) within 0.15 of the reference's sd.
+    The reference of 4 x 1250 draws failed the second (``log_Km``'s 99.9 % quantile 5.32
+    against 6.07, 1.3 sd)."""
     ref = load_reference("pk")
     q1, q2 = (np.asarray(q) for q in ref.meta["tail_quantiles_halves"])
-    assert np.all(np.abs(q1 - q2) < 0.15 * ref.sd), (q1, q2, ref.sd)
+    se1, se2 = (np.asarray(s) for s in ref.meta["tail_quantiles_mcse_halves"])
+    gap = np.abs(q1 - q2)
+    assert np.all(gap <= 3.0 * np.hypot(se1, se2)), (gap, se1, se2)
+    arm = [ref.labels.index("log_Vm"), ref.labels.index("log_Km")]
+    assert np.all(gap[:, arm] < 0.15 * ref.sd[arm]), (gap, ref.sd)
     assert ref.meta["divergences"] <= 4
 
 

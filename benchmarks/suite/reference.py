@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import arviz as az
 import numpy as np
 import pymc as pm
 
@@ -110,6 +111,15 @@ def tail_quantiles(draws: np.ndarray,
     return np.quantile(draws.reshape(-1, draws.shape[-1]), q, axis=0).tolist()
 
 
+def tail_quantile_mcse(draws: np.ndarray,
+                       q: tuple[float, ...] = TAIL_QUANTILES) -> list[list[float]]:
+    """Monte Carlo standard errors of :func:`tail_quantiles` (ArviZ's quantile MCSE, which
+    accounts for the chains' autocorrelation), same shape."""
+    draws = np.asarray(draws, dtype=float)
+    return [[float(np.asarray(az.mcse(draws[:, :, j], method="quantile", prob=p)))
+             for j in range(draws.shape[-1])] for p in q]
+
+
 def _from_chains(draws: np.ndarray, meta: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     diag = diagnostics(draws)
     half = draws.shape[0] // 2
@@ -117,7 +127,9 @@ def _from_chains(draws: np.ndarray, meta: dict) -> tuple[np.ndarray, np.ndarray,
                 min_ess_tail=float(np.min(diag.ess_tail)), chains=int(draws.shape[0]),
                 draws_per_chain=int(draws.shape[1]), tail_quantiles=tail_quantiles(draws),
                 tail_quantiles_halves=[tail_quantiles(draws[:half]),
-                                       tail_quantiles(draws[half:])])
+                                       tail_quantiles(draws[half:])],
+                tail_quantiles_mcse_halves=[tail_quantile_mcse(draws[:half]),
+                                            tail_quantile_mcse(draws[half:])])
     return diag.mean, diag.sd, _thin(draws)
 
 
