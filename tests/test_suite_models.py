@@ -613,3 +613,31 @@ def test_quick_cli_on_two_cheap_models(tmp_path, capsys):
     other_seed = cli.main(["--models", "poisson", "--steps", "rw", "--quick", "--seed", "7",
                            "--reuse", str(json_path)])
     assert [r.sampler for r in other_seed] == ["rw"]
+
+
+def test_nuts_twin_samples_the_differentiable_model_and_keeps_the_suite_format(
+        monkeypatch, tmp_path, capsys):
+    """``benchmarks.suite.twin`` runs NUTS on pk's RK4-with-sensitivities twin (same free
+    variables, so the pk reference judges it) and writes JSON the comparison tools read."""
+    from benchmarks.suite import compare, twin
+
+    spec = twin.twin_spec("pk")
+    assert spec.factory is MODELS["pk"].reference_factory and spec.has_gradient
+    assert free_var_labels(spec.factory())[1] == load_reference("pk").labels
+    for name in ("poisson", "lotka-volterra"):  # a gradient; no twin
+        with pytest.raises(ValueError, match="twin"):
+            twin.twin_spec(name)
+
+    seen = {}
+
+    def fake_run_one(spec, sampler, ref, *args):
+        seen.update(factory=spec.factory, sampler=sampler, args=args)
+        return run_one(dataclasses.replace(spec, factory=None), sampler, ref, 10, 10, 1, 0)
+
+    monkeypatch.setattr(twin, "run_one", fake_run_one)
+    out = tmp_path / "twin.json"
+    twin.main(["--model", "pk", "--seed", "3", "--json", str(out)])
+    assert seen["factory"] is MODELS["pk"].reference_factory and seen["sampler"] == "nuts"
+    assert seen["args"] == (1000, 1000, 4, 3, None)  # pm.sample's defaults, the seed
+    assert "### pk" in capsys.readouterr().out
+    assert list(compare.load([str(out)])) == [("pk", "nuts", 0)]

@@ -163,7 +163,7 @@ def reused_runs(path: Path | None, args) -> tuple[dict[str, list[RunResult]], st
     return by_model, note
 
 
-def _write_json(path: Path, meta: dict, models: dict, results: list[RunResult]) -> None:
+def write_json(path: Path, meta: dict, models: dict, results: list[RunResult]) -> None:
     """Write the measurements so far (replacing the file whole: a reader never sees half)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
                              "pseudo_marginal": spec.pseudo_marginal, "reference": ref.meta}
         print(section + "\n", flush=True)
         if args.json is not None:
-            _write_json(args.json, meta, models_meta, results)
+            write_json(args.json, meta, models_meta, results)
     summary = summary_tables(specs, results) if specs else ""
     if summary:
         print("## Summary\n\n" + summary + "\n")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
     print(f"Total wall time {meta['seconds']:.0f} s; load average at start {meta['load_start']},"
           f" at end {meta['load_end']}.")
     if args.json is not None:
-        _write_json(args.json, meta, models_meta, results)
+        write_json(args.json, meta, models_meta, results)
     if args.markdown is not None:
         args.markdown.write_text("\n\n".join(sections + ["## Summary", summary]) + "\n")
     return results
