@@ -73,7 +73,11 @@ def test_inference_data_and_stats(gauss_idata, sampler):
     assert n_steps.min() >= (2 if sampler.cls is KernelHMCStep else 5)
     moves = ss.accepted.values * n_steps
     np.testing.assert_allclose(moves, np.round(moves), atol=1e-9)
-    assert np.all(n_evals <= n_steps) and n_evals.mean() > 0.95 * n_steps.mean()
+    # one evaluation per iteration, except kernel HMC's trajectories rejected unevaluated
+    # (stat n_diverged: non-finite, or beyond max_jump); on some CPUs 1-12 % of its
+    # 2-d Gaussian chains' trajectories reach the bound, so they count as iterations here
+    done = n_evals + (ss.n_diverged.values if "n_diverged" in ss else 0)
+    assert np.all(done <= n_steps) and done.mean() > 0.95 * n_steps.mean()
     assert set(az.summary(gauss_idata).index) == {"x[0]", "x[1]"}
     assert float(az.rhat(gauss_idata).x.max()) < 1.05
     assert float(az.ess(gauss_idata).x.min()) > 200

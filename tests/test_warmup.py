@@ -3,6 +3,8 @@ conversion and the shared-estimate key, against independent computations."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from pymc.step_methods.state import equal_dataclass_values
@@ -217,7 +219,9 @@ def test_laplace_start_rejects_a_point_where_the_density_still_rises():
 
     res = laplace_start(eight_schools, np.r_[0.0, np.log(5.0), np.zeros(8)], 2200)
     assert res.mode[1] < -8 and res.cov is None, res  # the optimiser went down the neck
-    assert "rises along coordinate 1" in res.degenerate, res
+    # on the slope, or so far down that log tau's marginal sd underflows first (which of the
+    # two depends on the CPU's floating point): either way log tau's coordinate is named
+    assert re.search(r"(rises along|marginal sd .* in) coordinate 1\b", res.degenerate), res
 
 
 def test_laplace_mismatch_against_its_closed_form():
