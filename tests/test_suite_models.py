@@ -641,3 +641,8 @@ def test_nuts_twin_samples_the_differentiable_model_and_keeps_the_suite_format(
     assert seen["args"] == (1000, 1000, 4, 3, None)  # pm.sample's defaults, the seed
     assert "### pk" in capsys.readouterr().out
     assert list(compare.load([str(out)])) == [("pk", "nuts", 0)]
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["command"] == ("python -m benchmarks.suite.twin --model pk --seed 3 "
+                                        f"--json {out}")
+    assert saved["meta"]["finished"] and saved["meta"]["cpus"] >= 1
+    assert saved["models"]["pk"]["has_gradient"] is False  # the black box's own entry

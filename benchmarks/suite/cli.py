@@ -163,6 +163,22 @@ def reused_runs(path: Path | None, args) -> tuple[dict[str, list[RunResult]], st
     return by_model, note
 
 
+def run_meta(args) -> dict:
+    """The ``meta`` of a ``--json`` file: command, budget, seed, versions and machine."""
+    return {"command": args.command,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
+            "seed": args.seed, "versions": versions(), "machine": platform.platform(),
+            "cpus": os.cpu_count(), "load_start": _load(), "finished": False}
+
+
+def model_meta(spec, ref) -> dict:
+    """A model's entry in the ``models`` of a ``--json`` file."""
+    return {"dim": spec.dim, "cheap": spec.cheap, "multimodal": spec.multimodal,
+            "has_gradient": spec.has_gradient, "hard": spec.hard,
+            "pseudo_marginal": spec.pseudo_marginal, "reference": ref.meta}
+
+
 def write_json(path: Path, meta: dict, models: dict, results: list[RunResult]) -> None:
     """Write the measurements so far (replacing the file whole: a reader never sees half)."""
     tmp = path.with_name(path.name + ".tmp")
@@ -181,11 +197,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         list_models(args.models)
         return []
     reused, reuse_note = reused_runs(args.reuse, args)
-    started = datetime.datetime.now()
-    meta = {"command": args.command, "date": started.isoformat(timespec="seconds"),
-            "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
-            "seed": args.seed, "versions": versions(), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "load_start": _load(), "finished": False}
+    meta = run_meta(args)
     print(f"# pymc-kameleon benchmark suite\n\n`{args.command}`: tune={args.tune}, "
           f"draws={args.draws}, chains={args.chains} (cores=1), seed={args.seed}; "
           f"{meta['date']}; {meta['versions']}\n", flush=True)
@@ -218,9 +230,7 @@ def main(argv: list[str] | None = None) -> list[RunResult]:
         results += mine
         section = model_header(spec, ref.meta) + "\n\n" + model_table(spec, mine)
         sections.append(section)
-        models_meta[name] = {"dim": spec.dim, "cheap": spec.cheap, "multimodal": spec.multimodal,
-                             "has_gradient": spec.has_gradient, "hard": spec.hard,
-                             "pseudo_marginal": spec.pseudo_marginal, "reference": ref.meta}
+        models_meta[name] = model_meta(spec, ref)
         print(section + "\n", flush=True)
         if args.json is not None:
             write_json(args.json, meta, models_meta, results)

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import sys
 from pathlib import Path
 
-from .cli import write_json
+from .cli import model_meta, run_meta, write_json
 from .models import MODELS
-from .reference import REFERENCE_DIR, load_reference, versions
+from .reference import REFERENCE_DIR, load_reference
 from .report import model_header, model_table
 from .runner import run_one
 
@@ -47,24 +46,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--references", type=Path, default=REFERENCE_DIR)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    args.command = " ".join(["python -m benchmarks.suite.twin",
+                             *(sys.argv[1:] if argv is None else argv)])
 
     spec = twin_spec(args.model)
     ref = load_reference(args.model, args.references)
+    meta = run_meta(args)
     run = run_one(spec, "nuts", ref, args.tune, args.draws, args.chains, args.seed,
                   args.timeout)
     print(f"  [{args.model} / nuts on the twin: {run.error or f'{run.wall:.1f} s'}]",
           file=sys.stderr)
     print(model_header(spec, ref.meta) + "\n\n" + model_table(spec, [run]))
     if args.json is not None:
-        meta = {"command": "python -m benchmarks.suite.twin " + " ".join(sys.argv[1:]),
-                "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                "tune": args.tune, "draws": args.draws, "chains": args.chains, "cores": 1,
-                "seed": args.seed, "versions": versions(), "finished": True}
-        models = {args.model: {"dim": spec.dim, "cheap": spec.cheap,
-                               "multimodal": spec.multimodal, "has_gradient": False,
-                               "hard": spec.hard, "pseudo_marginal": spec.pseudo_marginal,
-                               "reference": ref.meta}}
-        write_json(args.json, meta, models, [run])
+        meta["finished"] = True
+        # the black box's own metadata (no gradient): the twin is how NUTS ran on it
+        write_json(args.json, meta, {args.model: model_meta(MODELS[args.model], ref)}, [run])
 
 
 if __name__ == "__main__":
