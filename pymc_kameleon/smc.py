@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
 
-import cloudpickle
 import numpy as np
+from pymc.blocking import DictToArrayBijection
 from pymc.model import modelcontext
 from pymc.pytensorf import floatX
 from pymc.smc.kernels import SMC_KERNEL, Pearson, SMCSettings, SMCStats
-from pytensor.compile.ops import FromFunctionOp
 
+from .batch import BatchEvaluator, dumps
 from .math.kamh import kamh_grams, kamh_proposals
 from .math.kernels import median_heuristic
 from .math.linalg import safe_cholesky
@@ -67,30 +70,80 @@ def check_proper_priors(model=None) -> None:
         )
 
 
-class _OpByValuePickler(cloudpickle.CloudPickler):
-    """cloudpickle, except that ``as_op``/``wrap_py`` Ops are pickled with their function.
+def _value_transforms(model) -> dict[str, str]:
+    """The transform's name of every free variable, by its value variable's name."""
+    out = {}
+    for rv in model.free_RVs:
+        transform = model.rvs_to_transforms.get(rv)
+        out[model.rvs_to_values[rv].name] = (
+            "none" if transform is None else type(transform).__name__.lower())
+    return out
 
-    PyTensor pickles such an Op by reference to its module-level name, which a worker process
-    cannot import when the Op was defined in a script's ``__main__``.  Rebuilding it from the
-    function (which cloudpickle sends by value) gives an equal Op in the worker.
+
+def _sortable_ordered(model) -> dict[str, tuple]:
+    """Free variables under an ``ordered`` transform whose prior draws can simply be sorted.
+
+    PyMC draws the prior without the ordering constraint, so the transformed draws are NaN.
+    For a prior that is iid along the ordered axis (every parameter broadcast along it),
+    drawn independently of the other free variables and on which none of them depends,
+    sorted iid draws are exact draws of the ordered prior (the order statistics).
     """
+    from pymc.distributions.transforms import Ordered
 
-    def reducer_override(self, obj):
-        if type(obj) is FromFunctionOp:
-            attrs = vars(obj)
-            return FromFunctionOp, (
-                attrs["_FromFunctionOp__fn"], obj.itypes, obj.otypes,
-                attrs["_FromFunctionOp__infer_shape"],
-            )
-        return super().reducer_override(obj)
+    try:
+        from pytensor.graph.traversal import ancestors
+    except ImportError:  # PyTensor < 2.32
+        from pytensor.graph.basic import ancestors
+
+    free = set(model.free_RVs)
+    out = {}
+    for rv in model.free_RVs:
+        transform = model.rvs_to_transforms.get(rv)
+        if not isinstance(transform, Ordered) or not hasattr(rv.owner.op, "dist_params"):
+            continue
+        params = rv.owner.op.dist_params(rv.owner)
+        iid = all(p.type.ndim < rv.type.ndim or p.type.broadcastable[-1] for p in params)
+        independent = not (set(ancestors(params)) & free)
+        others = [o for o in model.free_RVs if o is not rv]
+        no_children = rv not in set(ancestors([i for o in others for i in o.owner.inputs]))
+        if iid and independent and no_children:
+            out[model.rvs_to_values[rv].name] = (rv, transform)
+    return out
 
 
-def _dumps(obj) -> bytes:
-    import io
+@dataclass
+class _Chains:
+    """The particles that move in a stage: whitened and raw positions, stored log densities
+    (never re-evaluated: pseudo-marginal estimates stay with their point), the local
+    proposals built at them and the independent mixture's log density there."""
 
-    buffer = io.BytesIO()
-    _OpByValuePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return buffer.getvalue()
+    U: np.ndarray
+    X: np.ndarray
+    logp: np.ndarray
+    prior: np.ndarray
+    lik: np.ndarray
+    q: Any
+    g: np.ndarray
+
+    @classmethod
+    def start(cls, kernel: KameleonSMC, rows: np.ndarray, copy: bool) -> _Chains:
+        """Chains at ``rows`` of the kernel's particles; without ``copy`` the kernel's own
+        arrays, which the moves then update in place."""
+        arrays = (kernel.tempered_posterior, kernel.tempered_posterior_logp, kernel.prior_logp,
+                  kernel.likelihood_logp)
+        X, logp, prior, lik = (a[rows] for a in arrays) if copy else arrays
+        U = kernel._whiten(X)
+        return cls(U, X, logp, prior, lik, kernel._proposals(U), kernel.q_ind.logpdf(U))
+
+    def accept(self, accepted, U, X, q, g, logp, prior, lik) -> None:
+        self.U[accepted] = U[accepted]
+        self.q.replace(accepted, q)
+        for mine, new in ((self.g, g), (self.X, X), (self.logp, logp), (self.prior, prior),
+                          (self.lik, lik)):
+            mine[accepted] = new[accepted]
+
+    def states(self) -> tuple[np.ndarray, ...]:
+        return self.X.copy(), self.logp.copy(), self.prior.copy(), self.lik.copy()
 
 
 def _restore_kernel(cls, payload: bytes):
@@ -227,6 +280,8 @@ class KameleonSMC(SMC_KERNEL):
         "accept_independent": (float, []),
         "n_nan": (int, []),
         "refreshed": (float, []),
+        "n_evals": (int, []),
+        "unique": (float, []),
     }
 
     def __init__(
@@ -243,6 +298,9 @@ class KameleonSMC(SMC_KERNEL):
         global_weight: float = 0.1,
         refresh_fraction: float | None = 0.9,
         em_iters: int = 30,
+        executor: Executor | None = None,
+        max_evals: int | None = None,
+        waste_free: bool | int = False,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
@@ -250,6 +308,25 @@ class KameleonSMC(SMC_KERNEL):
             raise ValueError("gamma must be > 0, n_subsample >= 2, max_steps >= 1 and "
                              "0 <= independent_weight <= 1")
         super().__init__(*args, **kwargs)
+        if max_evals is not None and max_evals < 2 * self.draws:
+            raise ValueError(
+                f"max_evals={max_evals} cannot pay for the {self.draws} prior draws and one "
+                f"stage's moves: give at least 2 * draws = {2 * self.draws}, or fewer draws")
+        if waste_free is not True and waste_free is not False and (
+                int(waste_free) < 2 or int(waste_free) > self.draws // 2):
+            raise ValueError(f"waste_free must be True, False or a chain length P with "
+                             f"2 <= P <= draws / 2, got {waste_free!r}")
+        self.executor = executor
+        self.max_evals = None if max_evals is None else int(max_evals)
+        self.waste_free = waste_free
+        self.n_evals = 0
+        self.stage_evals = 0
+        self.unique = np.nan
+        self._budget_warned = False
+        model = modelcontext(kwargs.get("model"))
+        self._transforms = _value_transforms(model)
+        self._ordered = _sortable_ordered(model)
+        self._start_from_prior(model)
         self.gamma = float(gamma)
         self.n_subsample = int(n_subsample)
         self.correlation_threshold = correlation_threshold
@@ -272,24 +349,125 @@ class KameleonSMC(SMC_KERNEL):
         self.nu2 = np.nan
         self.bandwidth = np.nan
 
+    def _start_from_prior(self, model) -> None:
+        """Every particle starts as a prior draw, also for variables with an ``initval``.
+
+        PyMC's SMC starts all particles of such a variable at the initval, which the first
+        reweighting treats as prior draws: the particles stay one point (sd 0) and look
+        converged.  SMC's weights and evidence need prior draws.
+        """
+        given = [rv.name for rv, v in model.rvs_to_initial_values.items()
+                 if v is not None and not isinstance(v, str)]
+        if not given:
+            return
+        from pymc.initial_point import make_initial_point_expression
+
+        self._prior_expression = make_initial_point_expression(
+            free_rvs=model.free_RVs, rvs_to_transforms=model.rvs_to_transforms,
+            initval_strategies={}, default_strategy="prior", return_transformed=True)
+        warnings.warn(
+            f"KameleonSMC starts every particle from the prior: the initval of "
+            f"{', '.join(map(repr, given))} is not used (SMC's weights and evidence need prior "
+            "draws; pass start= to choose the particles yourself).", UserWarning, stacklevel=3)
+
     # ------------------------------------------------------------------ PyMC hooks
     def set_rng(self, rng: np.random.Generator) -> None:
         """PyMC's per-chain generator swap, plus fresh seeds for likelihood estimators."""
         super().set_rng(rng)
         reseed_estimators(self.likelihood_logp_func, rng)
 
+    def initialize_population(self) -> dict[str, np.ndarray]:
+        """PyMC's prior draws, with iid ``ordered`` variables drawn and sorted (exact; see
+        ``docs/smc.md``) instead of left unordered, whose transformed values are NaN."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        population = super().initialize_population()
+        for name, (rv, transform) in self._ordered.items():
+            x = np.sort(pm.draw(rv, draws=self.draws, random_seed=self.rng), axis=-1)
+            if not getattr(transform, "ascending", True):
+                x = x[..., ::-1]
+            population[name] = transform.forward(pt.as_tensor(x)).eval()
+        return population
+
+    def _initialize_kernel(self) -> None:
+        """PyMC's start (prior draws, or ``start``), its evaluations made as one batch on the
+        executor.  PyMC's own version evaluates one point after the other in this process."""
+        self._evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
+                                         self.executor)
+        init = self.start if self.start else self.initialize_population()
+        population = [DictToArrayBijection.map({v.name: init[v.name][i]
+                                                for v in self.variables}).data
+                      for i in range(self.draws)]
+        self.tempered_posterior = np.array(floatX(population))
+        self.n_evals = self.stage_evals = 0
+        self.prior_logp, self.likelihood_logp = self._evaluate_raw(self.tempered_posterior)
+
     def setup_kernel(self) -> None:
         """Reset the adaptation at the start of a chain; a NaN log density of a prior draw
         becomes ``-inf`` (zero weight at the first reweighting) with a warning, where
-        PyMC's own kernels stop with "cannot convert float NaN to integer"."""
+        PyMC's own kernels stop with "cannot convert float NaN to integer".  If most prior
+        draws have no finite log density, stop with an error that names the variables."""
         self.log_nu = 0.0
         self.acc_rate = np.nan
         self.acc_local = np.nan
         self._nan_warned = False
+        self._budget_warned = False
         self.n_nan = 0
+        self._check_prior_draws()
         pl, ll = self._finite_or_reject(self.tempered_posterior, np.atleast_1d(self.prior_logp),
                                         np.atleast_1d(self.likelihood_logp), "prior draws")
         self.prior_logp, self.likelihood_logp = pl, ll
+
+    def _check_prior_draws(self) -> None:
+        """Stop when most starting particles have no finite log density: tempering would
+        start from a handful of particles, or none, and return them looking converged."""
+        finite = np.isfinite(self.prior_logp) & np.isfinite(self.likelihood_logp)
+        if finite.mean() >= 0.5:
+            return
+        culprits, offset = [], 0
+        for v in self.variables:
+            size = self.var_info[v.name][1]
+            bad = ~np.isfinite(self.tempered_posterior[:, offset:offset + size]).all(axis=1)
+            offset += size
+            if bad.mean() > 0.5:
+                culprits.append(f"{v.name!r} (transform {self._transforms.get(v.name)}: "
+                                f"{bad.mean():.0%} of its draws are not finite)")
+        where = ("the starting points given as start=" if self.start else "PyMC's prior draws")
+        hint = (
+            "PyMC draws a prior without its transform's constraint (an `ordered` prior's draws "
+            "are not ordered): give the variable a prior whose draws satisfy it (e.g. an iid "
+            "prior with transform=ordered, which KameleonSMC sorts; or the cumulative sum of "
+            "positive increments)" if culprits else
+            "the prior puts most of its mass where the likelihood is not finite: make the "
+            "prior narrower, or the likelihood return finite values there")
+        raise ValueError(
+            f"KameleonSMC: the log density is not finite at {np.sum(~finite)} of "
+            f"{len(finite)} of {where}"
+            + (f", because of {', '.join(culprits)}" if culprits else "")
+            + f". SMC cannot start from them: {hint}.")
+
+    def update_beta_and_weights(self) -> None:
+        """PyMC's next temperature; once the evaluation budget cannot pay for another stage,
+        straight to ``beta = 1`` by importance weights, with a warning."""
+        if self._budget_left() >= self.draws:
+            return super().update_beta_and_weights()
+        from scipy.special import logsumexp
+
+        self.iteration += 1
+        log_w_un = (1.0 - self.beta) * self.likelihood_logp
+        log_w = log_w_un - logsumexp(log_w_un)
+        self.weights = np.exp(log_w) / np.exp(log_w).sum()
+        self.log_marginal_likelihood += logsumexp(log_w_un) - np.log(self.draws)
+        if not self._budget_warned:
+            self._budget_warned = True
+            warnings.warn(
+                f"KameleonSMC: the evaluation budget max_evals={self.max_evals} is spent at "
+                f"beta={self.beta:.3g}; the last stage reweights the particles straight to the "
+                f"posterior (importance ESS {1 / np.sum(self.weights**2):.0f} of "
+                f"{self.draws}) without moving them. The draws and the evidence are then "
+                "rough: raise max_evals, or use fewer draws.", RuntimeWarning, stacklevel=2)
+        self.beta = 1.0
 
     def tune(self) -> None:
         """Whitening, subsample ``Z``, bandwidth and ``nu^2`` of the stage; adapt ``log nu``."""
@@ -315,50 +493,99 @@ class KameleonSMC(SMC_KERNEL):
                                                    self.global_weight, self.em_iters)
 
     def mutate(self) -> None:
-        """Exact per-particle MH steps with the stage's mixture proposal (vectorised)."""
-        w = self.independent_weight
-        U = self._whiten(self.tempered_posterior)
-        q_cur = self._proposals(U)
-        g_cur = self.q_ind.logpdf(U)
+        """Exact MH steps for every particle with the stage's mixture proposal (vectorised).
+
+        Waste-free (``waste_free``): ``M = draws / P`` of the resampled particles run ``P - 1``
+        steps each and all ``M P`` states are kept (Dau and Chopin, 2022).
+        """
+        P = self._chain_length()
+        N = self.draws
+        rows = np.arange(N) if P is None else self.rng.choice(N, -(-N // P), replace=False)
+        chains = _Chains.start(self, rows, copy=P is not None)
+        kept = [chains.states()]
         corr = Pearson(self.tempered_posterior)
         old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
         acc_probs, is_global = [], []
-        refreshed = np.zeros(self.draws, dtype=bool)  # accepted an independent proposal
+        refreshed = np.zeros(len(rows), dtype=bool)  # accepted an independent proposal
         self.n_steps = 0
-        while self.n_steps < self.max_steps:
-            glob = self.rng.random(self.draws) < w
-            U_prop = q_cur.sample(self.rng)
-            U_prop[glob] = self.q_ind.sample(int(glob.sum()), self.rng)
-            q_prop = self._proposals(U_prop)
-            g_prop = self.q_ind.logpdf(U_prop)
-            X_prop = floatX(self._unwhiten(U_prop))
-            pl, ll = self._evaluate(X_prop)
-            prop_logp = pl + ll * self.beta
-            log_ratio = self._log_ratio(prop_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop)
-            accepted = np.log(self.rng.random(self.draws)) < log_ratio
-            U[accepted] = U_prop[accepted]
-            q_cur.replace(accepted, q_prop)
-            g_cur[accepted] = g_prop[accepted]
-            self.tempered_posterior[accepted] = X_prop[accepted]
-            self.tempered_posterior_logp[accepted] = prop_logp[accepted]
-            self.prior_logp[accepted] = pl[accepted]
-            self.likelihood_logp[accepted] = ll[accepted]
-            acc_probs.append(np.exp(np.minimum(log_ratio, 0.0)))
+        while self.n_steps < self.max_steps and self._budget_left() >= len(rows):
+            acc, glob, accepted = self._mh_step(chains)
+            acc_probs.append(acc)
             is_global.append(glob)
             refreshed |= accepted & glob
             self.n_steps += 1
+            if P is not None:
+                kept.append(chains.states())
+                if len(kept) * len(rows) >= N:
+                    break
+                continue
             pearson_r = np.nan_to_num(corr.get(self.tempered_posterior))
-            if not self._keep_going(old_corr, pearson_r) or self._refreshed(refreshed):
+            done = not self._keep_going(old_corr, pearson_r) or self._refreshed(refreshed)
+            if done and self._unique_fraction() >= 0.5:  # a collapsed system keeps moving
                 break
             old_corr = pearson_r
+        if P is not None:
+            self._keep_states(kept)
+        self.unique = self._unique_fraction()
         self.refreshed = float(np.mean(refreshed))
-        acc, glob = np.concatenate(acc_probs), np.concatenate(is_global)
-        self.acc_rate = float(np.mean(acc))
+        acc = np.concatenate(acc_probs) if acc_probs else np.array([])
+        glob = np.concatenate(is_global) if is_global else np.array([], dtype=bool)
+        self.acc_rate = float(np.mean(acc)) if acc.size else np.nan
         self.acc_local = float(np.mean(acc[~glob])) if np.any(~glob) else np.nan
         self.acc_independent = float(np.mean(acc[glob])) if np.any(glob) else np.nan
+        if self.beta >= 1 and self.unique < 0.5:
+            warnings.warn(
+                f"KameleonSMC: only {self.unique:.0%} of the final particles are distinct "
+                f"after {self.n_steps} MH steps (acceptance {self.acc_rate:.2g}): the "
+                "particle system has collapsed and its draws understate the posterior's "
+                "spread. Raise max_steps or draws, or check the model.",
+                RuntimeWarning, stacklevel=2)
+
+    def _mh_step(self, chains: _Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One MH step of every chain; returns acceptance probabilities, which proposals
+        came from the independent mixture, and which were accepted."""
+        n = len(chains.U)
+        glob = self.rng.random(n) < self.independent_weight
+        U_prop = chains.q.sample(self.rng)
+        U_prop[glob] = self.q_ind.sample(int(glob.sum()), self.rng)
+        q_prop = self._proposals(U_prop)
+        g_prop = self.q_ind.logpdf(U_prop)
+        X_prop = floatX(self._unwhiten(U_prop))
+        pl, ll = self._evaluate(X_prop)
+        prop_logp = pl + ll * self.beta
+        log_ratio = self._log_ratio(prop_logp, chains.logp, chains.U, U_prop, chains.q, q_prop,
+                                    chains.g, g_prop)
+        accepted = np.log(self.rng.random(n)) < log_ratio
+        chains.accept(accepted, U_prop, X_prop, q_prop, g_prop, prop_logp, pl, ll)
+        return np.exp(np.minimum(log_ratio, 0.0)), glob, accepted
+
+    def _keep_states(self, kept: list[tuple]) -> None:
+        """The waste-free particle system: every chain's states, step after step, the first
+        ``draws`` of them (each is a state of an MH chain for the stage's target)."""
+        X, logp, pl, ll = (np.concatenate(a)[: self.draws] for a in zip(*kept, strict=True))
+        self.tempered_posterior = X
+        self.tempered_posterior_logp, self.prior_logp, self.likelihood_logp = logp, pl, ll
+
+    def _chain_length(self) -> int | None:
+        """``P`` of waste-free SMC (``None``: off).  ``True`` gives chains of about 20 steps
+        while keeping ``M = draws / P`` at least ``max(100, 10 d)`` (the mixture's fit)."""
+        if self.waste_free is False:
+            return None
+        if self.waste_free is True:
+            d = len(self.tempered_posterior[0]) if len(self.tempered_posterior) else 1
+            return int(np.clip(self.draws // max(100, 10 * d), 2, 20))
+        return int(self.waste_free)
+
+    def _unique_fraction(self) -> float:
+        return len(np.unique(self.tempered_posterior, axis=0)) / len(self.tempered_posterior)
+
+    def _budget_left(self) -> float:
+        return np.inf if self.max_evals is None else self.max_evals - self.n_evals
 
     def sample_stats(self) -> SMCStats:
-        n_nan, self.n_nan = self.n_nan, 0  # per stage (the first also counts prior draws)
+        # per stage; the first also counts the prior draws
+        n_nan, self.n_nan = self.n_nan, 0
+        n_evals, self.stage_evals = self.stage_evals, 0
         return {
             "log_marginal_likelihood": self.log_marginal_likelihood if self.beta == 1 else np.nan,
             "beta": self.beta,
@@ -370,6 +597,8 @@ class KameleonSMC(SMC_KERNEL):
             "accept_independent": self.acc_independent,
             "n_nan": n_nan,
             "refreshed": self.refreshed,
+            "n_evals": n_evals,
+            "unique": self.unique,
         }
 
     def sample_settings(self) -> SMCSettings:
@@ -385,12 +614,20 @@ class KameleonSMC(SMC_KERNEL):
             # attrs of sample_stats: NaN, not None, so InferenceData saves to netCDF
             "refresh_fraction": (np.nan if self.refresh_fraction is None
                                  else self.refresh_fraction),
+            "max_evals": np.nan if self.max_evals is None else self.max_evals,
+            "waste_free": self._chain_length() or 0,
+            "executor": "none" if self.executor is None else type(self.executor).__name__,
         }
 
     def __reduce__(self):
+        if self.executor is not None:  # an executor does not travel to another process
+            raise TypeError(
+                "KameleonSMC(executor=...) evaluates each chain's particles on the executor and "
+                "cannot be sent to pm.sample_smc's chain processes: pass cores=1 (the chains "
+                "then run one after the other, each on every worker of the executor)")
         # pm.sample_smc(cores > 1) cloudpickles the kernel with its compiled functions;
         # as_op/wrap_py Ops defined in __main__ travel by value (docs/smc.md)
-        return _restore_kernel, (type(self), _dumps(self.__dict__))
+        return _restore_kernel, (type(self), dumps(self.__dict__))
 
     # ------------------------------------------------------------------ helpers
     def _keep_going(self, old_corr: np.ndarray, corr: np.ndarray) -> bool:
@@ -409,7 +646,8 @@ class KameleonSMC(SMC_KERNEL):
         f = self.refresh_fraction
         return f is not None and bool(np.mean(refreshed) >= f)
 
-    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop, g_cur=None, g_prop=None):
+    def _log_ratio(self, prop_logp, cur_logp, U, U_prop, q_cur, q_prop, g_cur=None,
+                   g_prop=None):
         """Full MH log ratio per particle with the mixture proposal's density both ways:
         ``w q_global(u*) + (1 - w) q_Z(u* | u)`` forward, the same with ``u`` and ``u*``
         swapped in reverse (``q_Z(u | u*)`` built at the proposal).  The linear whitening's
@@ -421,7 +659,7 @@ class KameleonSMC(SMC_KERNEL):
                 lw, l1w = np.log(w), np.log1p(-w)
             log_fwd = np.logaddexp(lw + g_prop, l1w + log_fwd)
             log_rev = np.logaddexp(lw + g_cur, l1w + log_rev)
-        log_ratio = prop_logp - self.tempered_posterior_logp + log_rev - log_fwd
+        log_ratio = prop_logp - cur_logp + log_rev - log_fwd
         return np.where(np.isnan(log_ratio), -np.inf, log_ratio)
 
     def _whiten(self, X: np.ndarray) -> np.ndarray:
@@ -436,10 +674,18 @@ class KameleonSMC(SMC_KERNEL):
         return kamh_proposals(U, self.Z, self.bandwidth, self.gamma, self.nu2)
 
     def _evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One prior and one likelihood evaluation per particle (PyMC compiles them apart)."""
-        pl = np.array([self.prior_logp_func(x) for x in X], dtype=float).reshape(-1)
-        ll = np.array([self.likelihood_logp_func(x) for x in X], dtype=float).reshape(-1)
-        return self._finite_or_reject(X, pl, ll, "proposals")
+        """One prior and one likelihood evaluation per point, NaN turned into ``-inf``."""
+        return self._finite_or_reject(X, *self._evaluate_raw(X), "proposals")
+
+    def _evaluate_raw(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The prior and likelihood terms at the rows of ``X`` (PyMC compiles them apart),
+        as one batch on the executor; the likelihood estimators' seeds are drawn here."""
+        seeds = (self.rng.integers(2**63, size=len(X)) if self._evaluator.has_estimators
+                 else None)
+        values = self._evaluator(X, seeds)
+        self.n_evals += len(X)
+        self.stage_evals += len(X)
+        return values[:, 0], values[:, 1]
 
     def _finite_or_reject(self, X, pl, ll, what: str) -> tuple[np.ndarray, np.ndarray]:
         """NaN prior or likelihood terms become ``-inf`` (a rejection, or zero weight),

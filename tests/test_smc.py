@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 class DroppedReverseDensity(KameleonSMC):
     """Deliberately broken: MH ratio without the proposal densities (as if symmetric)."""
 
-    def _log_ratio(self, prop_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop):
-        r = prop_logp - self.tempered_posterior_logp
+    def _log_ratio(self, prop_logp, cur_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop):
+        r = prop_logp - cur_logp
         return np.where(np.isnan(r), -np.inf, r)
 
 
