@@ -30,6 +30,7 @@ from pymc.pytensorf import floatX
 from pymc.smc.kernels import SMC_KERNEL, Pearson, SMCSettings, SMCStats
 
 from .batch import BatchEvaluator, dumps
+from .math.importance import kish_ess, mixture_log_weights, resample_indices
 from .math.kamh import kamh_grams, kamh_proposals
 from .math.kernels import median_heuristic
 from .math.linalg import safe_cholesky
@@ -144,6 +145,40 @@ class _Chains:
 
     def states(self) -> tuple[np.ndarray, ...]:
         return self.X.copy(), self.logp.copy(), self.prior.copy(), self.lik.copy()
+
+
+class _Recycled:
+    """The evaluated draws of every stage's independent mixture, as one importance sample of
+    the posterior with deterministic-mixture weights (Owen and Zhou, 2000):
+    ``w(y) = prior(y) L(y) / sum_t (n_t / n) g_t(y)``, ``g_t`` the stage's mixture in the
+    model's coordinates (whitened density over the whitening's determinant)."""
+
+    def __init__(self):
+        self.X, self.prior, self.lik = [], [], []
+        self.stages: list[list] = []  # [mean, chol, mixture, n_t]
+
+    @property
+    def size(self) -> int:
+        return sum(len(x) for x in self.X)
+
+    def new_stage(self, mean: np.ndarray, chol: np.ndarray, mixture: GaussianMixture) -> None:
+        self.stages.append([mean, chol, mixture, 0])
+
+    def add(self, X: np.ndarray, prior: np.ndarray, lik: np.ndarray) -> None:
+        self.X.append(np.array(X, dtype=float))
+        self.prior.append(prior)
+        self.lik.append(lik)
+        self.stages[-1][3] += len(X)
+
+    def weighted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Points, their prior and likelihood terms, and their log weights."""
+        from scipy.linalg import solve_triangular
+
+        X, prior, lik = (np.concatenate(a) for a in (self.X, self.prior, self.lik))
+        log_g = [mix.logpdf(solve_triangular(L, (X - m).T, lower=True).T)
+                 - np.sum(np.log(np.diag(L))) for m, L, mix, _ in self.stages]
+        log_w = mixture_log_weights(prior + lik, log_g, [s[3] for s in self.stages])
+        return X, prior, lik, log_w
 
 
 def _restore_kernel(cls, payload: bytes):
@@ -282,6 +317,8 @@ class KameleonSMC(SMC_KERNEL):
         "refreshed": (float, []),
         "n_evals": (int, []),
         "unique": (float, []),
+        "recycled_ess": (float, []),
+        "log_evidence_recycled": (float, []),
     }
 
     def __init__(
@@ -301,6 +338,7 @@ class KameleonSMC(SMC_KERNEL):
         executor: Executor | None = None,
         max_evals: int | None = None,
         waste_free: bool | int = False,
+        recycle: int | None = None,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
@@ -316,6 +354,11 @@ class KameleonSMC(SMC_KERNEL):
                 int(waste_free) < 2 or int(waste_free) > self.draws // 2):
             raise ValueError(f"waste_free must be True, False or a chain length P with "
                              f"2 <= P <= draws / 2, got {waste_free!r}")
+        if recycle is not None and int(recycle) < 1:
+            raise ValueError(f"recycle must be None or a number of draws >= 1, got {recycle!r}")
+        self.recycle = None if recycle is None else int(recycle)
+        self._pool: _Recycled | None = None
+        self.recycled_ess = self.log_evidence_recycled = np.nan
         self.executor = executor
         self.max_evals = None if max_evals is None else int(max_evals)
         self.waste_free = waste_free
@@ -414,6 +457,8 @@ class KameleonSMC(SMC_KERNEL):
         self._nan_warned = False
         self._budget_warned = False
         self.n_nan = 0
+        self._pool = None if self.recycle is None else _Recycled()
+        self.recycled_ess = self.log_evidence_recycled = np.nan
         self._check_prior_draws()
         pl, ll = self._finite_or_reject(self.tempered_posterior, np.atleast_1d(self.prior_logp),
                                         np.atleast_1d(self.likelihood_logp), "prior draws")
@@ -491,6 +536,8 @@ class KameleonSMC(SMC_KERNEL):
         self.nu2 = base * np.exp(2.0 * self.log_nu)
         self.q_ind = GaussianMixture.fit_clusters(U, self.n_clusters, self.rng,
                                                    self.global_weight, self.em_iters)
+        if self._pool is not None:
+            self._pool.new_stage(self.mean, self.chol, self.q_ind)
 
     def mutate(self) -> None:
         """Exact MH steps for every particle with the stage's mixture proposal (vectorised).
@@ -533,7 +580,9 @@ class KameleonSMC(SMC_KERNEL):
         self.acc_rate = float(np.mean(acc)) if acc.size else np.nan
         self.acc_local = float(np.mean(acc[~glob])) if np.any(~glob) else np.nan
         self.acc_independent = float(np.mean(acc[glob])) if np.any(glob) else np.nan
-        if self.beta >= 1 and self.unique < 0.5:
+        if self.beta >= 1 and self._pool is not None:
+            self._output_recycled()
+        elif self.beta >= 1 and self.unique < 0.5:
             warnings.warn(
                 f"KameleonSMC: only {self.unique:.0%} of the final particles are distinct "
                 f"after {self.n_steps} MH steps (acceptance {self.acc_rate:.2g}): the "
@@ -552,6 +601,8 @@ class KameleonSMC(SMC_KERNEL):
         g_prop = self.q_ind.logpdf(U_prop)
         X_prop = floatX(self._unwhiten(U_prop))
         pl, ll = self._evaluate(X_prop)
+        if self._pool is not None:
+            self._pool.add(X_prop[glob], pl[glob], ll[glob])
         prop_logp = pl + ll * self.beta
         log_ratio = self._log_ratio(prop_logp, chains.logp, chains.U, U_prop, chains.q, q_prop,
                                     chains.g, g_prop)
@@ -565,6 +616,28 @@ class KameleonSMC(SMC_KERNEL):
         X, logp, pl, ll = (np.concatenate(a)[: self.draws] for a in zip(*kept, strict=True))
         self.tempered_posterior = X
         self.tempered_posterior_logp, self.prior_logp, self.likelihood_logp = logp, pl, ll
+
+    def _output_recycled(self) -> None:
+        """The posterior as ``recycle`` draws resampled from the importance sample of every
+        stage's independent proposals, topped up from the last stage's mixture."""
+        pool = self._pool
+        extra = int(min(self.recycle - pool.size, self._budget_left()))
+        if extra > 0:
+            X = floatX(self._unwhiten(self.q_ind.sample(extra, self.rng)))
+            pool.add(X, *self._evaluate(X))
+        X, prior, lik, log_w = pool.weighted()
+        if not np.isfinite(log_w).any():
+            warnings.warn("KameleonSMC: no recycled draw has a finite weight; the particles "
+                          "are returned instead", RuntimeWarning, stacklevel=3)
+            return
+        from scipy.special import logsumexp
+
+        self.recycled_ess = kish_ess(log_w)
+        self.log_evidence_recycled = float(logsumexp(log_w) - np.log(len(log_w)))
+        idx = resample_indices(log_w, self.recycle, self.rng)
+        self.tempered_posterior = X[idx]
+        self.prior_logp, self.likelihood_logp = prior[idx], lik[idx]
+        self.tempered_posterior_logp = self.prior_logp + self.likelihood_logp
 
     def _chain_length(self) -> int | None:
         """``P`` of waste-free SMC (``None``: off).  ``True`` gives chains of about 20 steps
@@ -599,6 +672,8 @@ class KameleonSMC(SMC_KERNEL):
             "refreshed": self.refreshed,
             "n_evals": n_evals,
             "unique": self.unique,
+            "recycled_ess": self.recycled_ess,
+            "log_evidence_recycled": self.log_evidence_recycled,
         }
 
     def sample_settings(self) -> SMCSettings:
@@ -616,6 +691,7 @@ class KameleonSMC(SMC_KERNEL):
                                  else self.refresh_fraction),
             "max_evals": np.nan if self.max_evals is None else self.max_evals,
             "waste_free": self._chain_length() or 0,
+            "recycle": 0 if self.recycle is None else self.recycle,
             "executor": "none" if self.executor is None else type(self.executor).__name__,
         }
 

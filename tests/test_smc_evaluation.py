@@ -236,3 +236,53 @@ def test_ordered_prior_that_cannot_be_sorted_is_refused_naming_it():
         initval=[-1.0, 1.0]))
     with pytest.raises(ValueError, match=r"'mu_ordered__' \(transform ordered: .* not finite"):
         _smc(model, draws=200, seed=5)
+
+
+# ------------------------------------------------------------------ recycling
+def test_mixture_log_weights_match_a_direct_computation():
+    from scipy import stats as st
+
+    from pymc_kameleon.math.importance import kish_ess, mixture_log_weights
+
+    rng = np.random.default_rng(3)
+    g1, g2 = st.multivariate_normal([0, 0], np.eye(2)), st.multivariate_normal([1, -1], 4 * np.eye(2))
+    Y = np.vstack([g1.rvs(30, random_state=rng), g2.rvs(10, random_state=rng)])
+    target = st.multivariate_normal([0.5, 0], [[1, 0.3], [0.3, 2]])
+    got = mixture_log_weights(target.logpdf(Y) + 2.0, [g1.logpdf(Y), g2.logpdf(Y)], [30, 10])
+    expected = target.logpdf(Y) + 2.0 - np.log(0.75 * g1.pdf(Y) + 0.25 * g2.pdf(Y))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    w = np.exp(expected)
+    assert kish_ess(got) == pytest.approx(w.sum() ** 2 / (w**2).sum())
+
+
+def _log_evidence_conjugate() -> float:
+    from scipy import stats as st
+
+    y = np.linspace(0.2, 3.0, 8)
+    return float(st.multivariate_normal(np.zeros(8), np.eye(8) + 9.0).logpdf(y))
+
+
+def _target_only(log_target, log_proposals, counts):
+    """Deliberately broken weights: the target alone, as if every proposal were flat."""
+    return np.asarray(log_target, dtype=float)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_recycled_draws_and_evidence_on_a_conjugate_model(conjugate, monkeypatch, broken):
+    """Eight recycled chains (400 particles, 3000 recycled draws each) in four groups of two;
+    three groups must have the pooled sd within 6 %, the mean within 0.1 sd and the mean
+    recycled log evidence within 0.05 nats of the exact one (calibration in
+    docs/benchmarks/test_calibration.md).  Weights without the proposals' density must fail."""
+    if broken:
+        monkeypatch.setattr("pymc_kameleon.smc.mixture_log_weights", _target_only)
+    idata = _smc(conjugate, draws=400, chains=8, seed=9, recycle=3000)
+    x = group_dataset(idata, "posterior")["x"].values
+    assert x.shape == (8, 3000)
+    stats_ = group_dataset(idata, "sample_stats")
+    lev = np.array([np.asarray(c, dtype=float)[-1] for c in stats_["log_evidence_recycled"].values])
+    ess = np.array([np.asarray(c, dtype=float)[-1] for c in stats_["recycled_ess"].values])
+    assert np.all(ess > 300)
+    exact = _log_evidence_conjugate()
+    ok = [abs(x[g].std() / POST_SD - 1) < 0.06 and abs(x[g].mean() - POST_MEAN) < 0.1 * POST_SD
+          and abs(lev[g].mean() - exact) < 0.05 for g in (slice(i, i + 2) for i in range(0, 8, 2))]
+    assert (sum(ok) >= 3) != broken, (ok, lev, exact)
