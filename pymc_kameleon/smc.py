@@ -676,6 +676,28 @@ class KameleonSMC(SMC_KERNEL):
             "log_evidence_recycled": self.log_evidence_recycled,
         }
 
+    @staticmethod
+    def _progressbar_config(n_chains: int = 1):
+        """PyMC's SMC progress bar columns, plus the chain's evaluations so far."""
+        from rich.progress import TextColumn
+        from rich.table import Column
+
+        columns = [
+            TextColumn("{task.fields[beta]:.4f}", table_column=Column("Beta", ratio=1)),
+            TextColumn("{task.fields[evals]}", table_column=Column("Evals", ratio=1)),
+        ]
+        return columns, {"beta": [0.0] * n_chains, "evals": ["-"] * n_chains}
+
+    def _make_progressbar_update_functions(self):
+        """The evaluations are known where the chain runs in this process (``cores=1``, the
+        way to use an executor); chains in PyMC's worker processes show "-"."""
+
+        def update_stats(stats):
+            evals = f"{self.n_evals:,}" if hasattr(self, "_evaluator") else "-"
+            return {"beta": stats.get("beta", 0.0), "evals": evals}
+
+        return (update_stats,)
+
     def sample_settings(self) -> SMCSettings:
         return {
             "_n_draws": self.draws,

@@ -286,3 +286,15 @@ def test_recycled_draws_and_evidence_on_a_conjugate_model(conjugate, monkeypatch
     ok = [abs(x[g].std() / POST_SD - 1) < 0.06 and abs(x[g].mean() - POST_MEAN) < 0.1 * POST_SD
           and abs(lev[g].mean() - exact) < 0.05 for g in (slice(i, i + 2) for i in range(0, 8, 2))]
     assert (sum(ok) >= 3) != broken, (ok, lev, exact)
+
+
+def test_progress_bar_shows_the_chain_evaluations(curved):
+    """PyMC's progress-bar hook: "-" before the chain runs here, then its evaluations."""
+    with curved:
+        kernel = KameleonSMC(draws=50, model=curved, random_seed=1)
+    (update,) = kernel._make_progressbar_update_functions()
+    columns, stats = kernel._progressbar_config(2)
+    assert stats["evals"] == ["-", "-"] and len(columns) == 2
+    assert update({"beta": 0.0}) == {"beta": 0.0, "evals": "-"}
+    kernel.initialize(None, np.random.default_rng(1))
+    assert update({"beta": 0.5}) == {"beta": 0.5, "evals": "50"}
