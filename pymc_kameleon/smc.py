@@ -112,6 +112,46 @@ def _sortable_ordered(model) -> dict[str, tuple]:
     return out
 
 
+def _vectorised_logp(model, variables, compile_kwargs=None):
+    """The prior and likelihood terms of a whole batch in one compiled call, or ``None``.
+
+    Built with PyTensor's ``vectorize_graph`` where the log density is PyTensor throughout;
+    ``None`` for discrete variables, likelihood estimators and black-box Ops (``as_op``,
+    custom Ops), which are evaluated point by point, on the executor if there is one.
+    """
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_fn
+    from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+    from pymc.vartypes import discrete_types
+    from pytensor.compile.ops import FromFunctionOp
+    from pytensor.graph.replace import vectorize_graph
+    from pytensor.tensor.blockwise import Blockwise
+
+    try:
+        from pytensor.graph.traversal import applys_between
+    except ImportError:  # PyTensor < 2.32
+        from pytensor.graph.basic import applys_between
+
+    if any(v.dtype in discrete_types for v in variables):
+        return None
+    point = model.initial_point()
+    shared = make_shared_replacements(point, variables, model)
+    outs, vec = join_nonshared_inputs(point=point, outputs=[model.varlogp, model.datalogp],
+                                      inputs=variables, shared_inputs=shared)
+    try:
+        mat = pt.matrix("particles", dtype=vec.dtype)
+        batched = vectorize_graph(outs, {vec: mat})
+    except Exception:  # an Op PyTensor cannot vectorise
+        return None
+    for node in applys_between([mat], batched):
+        op = node.op.core_op if isinstance(node.op, Blockwise) else node.op
+        if isinstance(op, FromFunctionOp) or not type(op).__module__.startswith(
+                ("pytensor.", "pymc.")):
+            return None  # a user's Op: one call per point, as it was written
+    kwargs = {**(compile_kwargs or {}), "on_unused_input": "ignore"}
+    return compile_fn([mat], pt.stack(batched, axis=1), **kwargs)
+
+
 @dataclass
 class _Chains:
     """The particles that move in a stage: whitened and raw positions, stored log densities
@@ -339,6 +379,7 @@ class KameleonSMC(SMC_KERNEL):
         max_evals: int | None = None,
         waste_free: bool | int = False,
         recycle: int | None = None,
+        vectorize: bool = False,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
@@ -370,6 +411,8 @@ class KameleonSMC(SMC_KERNEL):
         self._transforms = _value_transforms(model)
         self._ordered = _sortable_ordered(model)
         self._start_from_prior(model)
+        self._batched = (_vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
+                         if vectorize else None)
         self.gamma = float(gamma)
         self.n_subsample = int(n_subsample)
         self.correlation_threshold = correlation_threshold
@@ -437,7 +480,7 @@ class KameleonSMC(SMC_KERNEL):
         """PyMC's start (prior draws, or ``start``), its evaluations made as one batch on the
         executor.  PyMC's own version evaluates one point after the other in this process."""
         self._evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
-                                         self.executor)
+                                         self.executor, batched=self._batched)
         init = self.start if self.start else self.initialize_population()
         population = [DictToArrayBijection.map({v.name: init[v.name][i]
                                                 for v in self.variables}).data
