@@ -221,6 +221,11 @@ class _Recycled:
         return X, prior, lik, log_w
 
 
+def _finite_mean(x: np.ndarray) -> float:
+    finite = x[np.isfinite(x)]
+    return float(np.mean(finite)) if len(finite) else np.nan
+
+
 def _restore_kernel(cls, payload: bytes):
     kernel = cls.__new__(cls)
     kernel.__dict__.update(pickle.loads(payload))
@@ -357,6 +362,7 @@ class KameleonSMC(SMC_KERNEL):
         "refreshed": (float, []),
         "n_evals": (int, []),
         "unique": (float, []),
+        "drift": (float, []),
         "recycled_ess": (float, []),
         "log_evidence_recycled": (float, []),
     }
@@ -380,6 +386,8 @@ class KameleonSMC(SMC_KERNEL):
         waste_free: bool | int = False,
         recycle: int | None = None,
         vectorize: bool = False,
+        stationarity: float | None = 1.0,
+        min_steps: int = 1,
         **kwargs,
     ):
         check_proper_priors(kwargs.get("model"))
@@ -400,7 +408,10 @@ class KameleonSMC(SMC_KERNEL):
         self.recycle = None if recycle is None else int(recycle)
         self._pool: _Recycled | None = None
         self.recycled_ess = self.log_evidence_recycled = np.nan
+        self.drift = np.nan
         self.executor = executor
+        self.stationarity = None if stationarity is None else float(stationarity)
+        self.min_steps = int(min_steps)
         self.max_evals = None if max_evals is None else int(max_evals)
         self.waste_free = waste_free
         self.n_evals = 0
@@ -597,6 +608,7 @@ class KameleonSMC(SMC_KERNEL):
         old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
         acc_probs, is_global = [], []
         refreshed = np.zeros(len(rows), dtype=bool)  # accepted an independent proposal
+        levels = [_finite_mean(chains.logp)]
         self.n_steps = 0
         while self.n_steps < self.max_steps and self._budget_left() >= len(rows):
             acc, glob, accepted = self._mh_step(chains)
@@ -604,6 +616,7 @@ class KameleonSMC(SMC_KERNEL):
             is_global.append(glob)
             refreshed |= accepted & glob
             self.n_steps += 1
+            levels.append(_finite_mean(chains.logp))
             if P is not None:
                 kept.append(chains.states())
                 if len(kept) * len(rows) >= N:
@@ -611,11 +624,15 @@ class KameleonSMC(SMC_KERNEL):
                 continue
             pearson_r = np.nan_to_num(corr.get(self.tempered_posterior))
             done = not self._keep_going(old_corr, pearson_r) or self._refreshed(refreshed)
-            if done and self._unique_fraction() >= 0.5:  # a collapsed system keeps moving
+            # keep moving a collapsed system, or one whose mean log density still rises
+            # (the particles have not reached the stage's target; docs/smc.md)
+            done = done and self.n_steps >= self.min_steps
+            if done and self._unique_fraction() >= 0.5 and not self._rising(chains.logp, levels):
                 break
             old_corr = pearson_r
         if P is not None:
             self._keep_states(kept)
+        self.drift = self._drift(levels, chains.logp)
         self.unique = self._unique_fraction()
         self.refreshed = float(np.mean(refreshed))
         acc = np.concatenate(acc_probs) if acc_probs else np.array([])
@@ -623,6 +640,14 @@ class KameleonSMC(SMC_KERNEL):
         self.acc_rate = float(np.mean(acc)) if acc.size else np.nan
         self.acc_local = float(np.mean(acc[~glob])) if np.any(~glob) else np.nan
         self.acc_independent = float(np.mean(acc[glob])) if np.any(glob) else np.nan
+        if self.beta >= 1 and self.drift > 3:
+            warnings.warn(
+                f"KameleonSMC: the particles were still moving toward the posterior when the "
+                f"last stage ended: their mean log density rose by {self.drift:.1f} standard "
+                f"errors after the first of its {self.n_steps} MH steps. The draws are not yet "
+                "from the posterior (typical of strongly correlated posteriors): give every "
+                "stage more MH steps (min_steps=25) and check R-hat across chains.",
+                RuntimeWarning, stacklevel=2)
         if self.beta >= 1 and self._pool is not None:
             self._output_recycled()
         elif self.beta >= 1 and self.unique < 0.5:
@@ -692,6 +717,26 @@ class KameleonSMC(SMC_KERNEL):
             return int(np.clip(self.draws // max(100, 10 * d), 2, 20))
         return int(self.waste_free)
 
+    def _rising(self, logp: np.ndarray, levels: list[float]) -> bool:
+        """The particles' mean tempered log density rose over the last (up to) three steps
+        by more than ``stationarity`` standard errors of such a difference: the particles
+        are still on their way to the stage's target (measured: docs/benchmarks/smc.md)."""
+        finite = logp[np.isfinite(logp)]
+        if self.stationarity is None or len(finite) < 2 or len(levels) < 2:
+            return False
+        rise = levels[-1] - levels[max(0, len(levels) - 4)]
+        return bool(rise > self.stationarity * np.sqrt(2.0 / len(finite)) * np.std(finite))
+
+    @staticmethod
+    def _drift(levels: list[float], logp: np.ndarray) -> float:
+        """Rise of the particles' mean log density after the stage's first MH step, in
+        standard errors of such a difference (about 0 once the particles have reached the
+        stage's target)."""
+        finite = logp[np.isfinite(logp)]
+        if len(levels) < 3 or len(finite) < 2 or np.std(finite) == 0:
+            return 0.0
+        return float((levels[-1] - levels[1]) / (np.sqrt(2.0 / len(finite)) * np.std(finite)))
+
     def _unique_fraction(self) -> float:
         return len(np.unique(self.tempered_posterior, axis=0)) / len(self.tempered_posterior)
 
@@ -715,6 +760,7 @@ class KameleonSMC(SMC_KERNEL):
             "refreshed": self.refreshed,
             "n_evals": n_evals,
             "unique": self.unique,
+            "drift": self.drift,
             "recycled_ess": self.recycled_ess,
             "log_evidence_recycled": self.log_evidence_recycled,
         }

@@ -222,9 +222,10 @@ class _RecordedStops(KameleonSMC):
 def test_refresh_rule_stops_at_the_first_step_with_enough_fresh_particles(curved, fraction):
     """A stage ends at the first step after which the correlation rule stops or at least
     ``refresh_fraction`` of the particles have accepted an independent proposal (0: one
-    step per stage)."""
+    step per stage); the rule alone, without the stationarity rule."""
     with curved:
-        k = _RecordedStops(draws=200, model=curved, random_seed=2, refresh_fraction=fraction)
+        k = _RecordedStops(draws=200, model=curved, random_seed=2, refresh_fraction=fraction,
+                           stationarity=None)
     k.stages = []
     k.initialize(None, np.random.default_rng(6))
     while k.beta < 1:

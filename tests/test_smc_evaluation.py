@@ -245,7 +245,8 @@ def test_mixture_log_weights_match_a_direct_computation():
     from pymc_kameleon.math.importance import kish_ess, mixture_log_weights
 
     rng = np.random.default_rng(3)
-    g1, g2 = st.multivariate_normal([0, 0], np.eye(2)), st.multivariate_normal([1, -1], 4 * np.eye(2))
+    g1 = st.multivariate_normal([0, 0], np.eye(2))
+    g2 = st.multivariate_normal([1, -1], 4 * np.eye(2))
     Y = np.vstack([g1.rvs(30, random_state=rng), g2.rvs(10, random_state=rng)])
     target = st.multivariate_normal([0.5, 0], [[1, 0.3], [0.3, 2]])
     got = mixture_log_weights(target.logpdf(Y) + 2.0, [g1.logpdf(Y), g2.logpdf(Y)], [30, 10])
@@ -318,3 +319,81 @@ def test_vectorised_log_density_matches_the_loop_and_skips_black_boxes(curved):
     b = _smc(pure, seed=6)
     np.testing.assert_allclose(group_dataset(a, "posterior")["x"].values,
                                group_dataset(b, "posterior")["x"].values, rtol=1e-9)
+
+
+# ------------------------------------------------------------------ particles that lag behind
+def _warned_drift(model, seed: int, **kwargs) -> tuple[bool, float]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        idata = _smc(model, draws=300, seed=seed, **kwargs)
+    drift = float(np.asarray(group_dataset(idata, "sample_stats")["drift"].values,
+                             dtype=float).ravel()[-1])
+    return any("still moving toward the posterior" in str(w.message) for w in record), drift
+
+
+@pytest.fixture(scope="module")
+def collinear():
+    from benchmarks.suite.hard_models import collinear_regression_model
+
+    return collinear_regression_model()
+
+
+def test_particles_still_moving_at_the_end_are_reported(collinear):
+    """A 26-d regression with collinear predictors (posterior correlations near 1): the MH
+    steps the stopping rules allow leave the particles lagging behind the posterior, and the
+    last stage says so; on 8 schools (the particles keep up) it stays silent.  Three seeds
+    each; at most one may disagree."""
+    from benchmarks.suite.models import eight_schools_noncentred
+
+    lagging = [_warned_drift(collinear, seed) for seed in (1, 2, 3)]
+    assert sum(w for w, _ in lagging) >= 2, lagging
+    schools = eight_schools_noncentred()
+    keeping_up = [_warned_drift(schools, seed) for seed in (1, 2, 3)]
+    assert sum(w for w, _ in keeping_up) <= 1, keeping_up
+
+
+class _RecordedLevels(KameleonSMC):
+    """Records per stage its steps, and per step the particles' mean tempered log density
+    and the standard error of a difference of two such means."""
+
+    def _mh_step(self, chains):
+        out = super()._mh_step(chains)
+        self.levels.append((float(np.mean(chains.logp)),
+                            float(np.sqrt(2 / len(chains.logp)) * np.std(chains.logp))))
+        return out
+
+    def mutate(self):
+        self.levels = [(float(np.mean(self.tempered_posterior_logp)), np.nan)]
+        super().mutate()
+        self.stages.append((self.n_steps, self.levels))
+
+
+def _stages(curved, seed, **kwargs):
+    with curved:
+        k = _RecordedLevels(draws=200, model=curved, random_seed=2, refresh_fraction=0.0,
+                            **kwargs)
+    k.stages = []
+    k.initialize(None, np.random.default_rng(seed))
+    while k.beta < 1:
+        k.update_beta_and_weights()
+        k.resample()
+        k.tune()
+        k.mutate()
+    return k.stages
+
+
+@pytest.mark.parametrize("stationarity", [1.0, None])
+def test_stage_ends_only_when_the_mean_log_density_has_levelled(curved, stationarity):
+    """The stationarity rule: a stage ends (before ``max_steps``) only once its particles'
+    mean log density rose over the last (up to) three steps by at most one standard error of
+    such a difference; and not before ``min_steps``.  Without the rule some stage of three
+    runs ends while still rising (the test of the test)."""
+    levelled = []
+    for seed in (6, 7, 8):
+        for n_steps, levels in _stages(curved, seed, stationarity=stationarity, min_steps=2):
+            assert n_steps >= 2 and len(levels) == n_steps + 1
+            rise = levels[-1][0] - levels[max(0, len(levels) - 4)][0]
+            levelled.append(rise <= levels[-1][1])
+    assert all(levelled) == (stationarity is not None), levelled
