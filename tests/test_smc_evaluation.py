@@ -397,3 +397,12 @@ def test_stage_ends_only_when_the_mean_log_density_has_levelled(curved, stationa
             rise = levels[-1][0] - levels[max(0, len(levels) - 4)][0]
             levelled.append(rise <= levels[-1][1])
     assert all(levelled) == (stationarity is not None), levelled
+
+
+def test_settings_benchmark_prints_a_row(capsys):
+    from benchmarks.smc_settings import main
+
+    (row,) = main(["--model", "eight-schools-nc", "--draws", "100", "--chains", "3",
+                   "--settings", '{"recycle": 300}'])
+    assert row["evals"] > 300 and np.isfinite(row["log_z_recycled"]).all()
+    assert "eight-schools-nc" in capsys.readouterr().out
