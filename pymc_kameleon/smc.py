@@ -221,6 +221,16 @@ class _Recycled:
         return X, prior, lik, log_w
 
 
+def _defensive(mixture: GaussianMixture, share: float = 0.3,
+               widen: float = 1.5) -> GaussianMixture:
+    """The mixture with a ``share`` of its mass on copies ``widen`` times as wide: draws of a
+    fitted mixture alone give a few huge weights where the posterior's tails are heavier."""
+    return GaussianMixture(np.concatenate([(1 - share) * mixture.weights,
+                                           share * mixture.weights]),
+                           np.concatenate([mixture.means, mixture.means]),
+                           np.concatenate([mixture.chols, widen * mixture.chols]))
+
+
 def _finite_mean(x: np.ndarray) -> float:
     finite = x[np.isfinite(x)]
     return float(np.mean(finite)) if len(finite) else np.nan
@@ -691,7 +701,9 @@ class KameleonSMC(SMC_KERNEL):
         pool = self._pool
         extra = int(min(self.recycle - pool.size, self._budget_left()))
         if extra > 0:
-            X = floatX(self._unwhiten(self.q_ind.sample(extra, self.rng)))
+            top_up = _defensive(self.q_ind)
+            pool.new_stage(self.mean, self.chol, top_up)
+            X = floatX(self._unwhiten(top_up.sample(extra, self.rng)))
             pool.add(X, *self._evaluate(X))
         X, prior, lik, log_w = pool.weighted()
         if not np.isfinite(log_w).any():
