@@ -406,3 +406,13 @@ def test_settings_benchmark_prints_a_row(capsys):
                    "--settings", '{"recycle": 300}'])
     assert row["evals"] > 300 and np.isfinite(row["log_z_recycled"]).all()
     assert "eight-schools-nc" in capsys.readouterr().out
+
+
+def test_scaling_benchmark_gives_identical_draws_for_every_worker_count(capsys):
+    """The scaling script on a tiny run: the same draws with 1 and 3 threads (its speed is
+    measured on the benchmark page, never asserted)."""
+    from benchmarks.smc_scaling import main
+
+    rows = main(["--wait", "0.0005", "--workers", "1", "3", "--draws", "40"])
+    assert [r["identical"] for r in rows] == [True, True]
+    assert rows[0]["evals"] == rows[1]["evals"] > 40
