@@ -416,3 +416,14 @@ def test_scaling_benchmark_gives_identical_draws_for_every_worker_count(capsys):
     rows = main(["--wait", "0.0005", "--workers", "1", "3", "--draws", "40"])
     assert [r["identical"] for r in rows] == [True, True]
     assert rows[0]["evals"] == rows[1]["evals"] > 40
+
+
+def test_dask_client_executor_gives_the_same_draws(curved, serial):
+    """A Dask cluster's executor (``Client.get_executor()``) as the evaluator's engine."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        par = _smc(curved, seed=3, executor=client.get_executor())
+    np.testing.assert_array_equal(group_dataset(serial[0], "posterior")["x"].values,
+                                  group_dataset(par, "posterior")["x"].values)
