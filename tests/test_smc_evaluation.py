@@ -427,3 +427,21 @@ def test_dask_client_executor_gives_the_same_draws(curved, serial):
         par = _smc(curved, seed=3, executor=client.get_executor())
     np.testing.assert_array_equal(group_dataset(serial[0], "posterior")["x"].values,
                                   group_dataset(par, "posterior")["x"].values)
+
+
+def test_noisy_estimator_does_not_make_stages_run_away():
+    """With log-noise sd 2, stored estimates favour upward noise, so the particles' mean log
+    density may creep up; the stationarity rule must still end every stage well before
+    ``max_steps`` (a rule that never sees a level, the broken variant, runs to it)."""
+
+    def estimator(x, rng):
+        mu = x[0] + 0.5 * x[1] ** 2
+        return float(-0.5 * np.sum((Y_OBS - mu) ** 2) + rng.normal(-2.0, 2.0))
+
+    with pm.Model() as model:
+        x = pm.Normal("x", 0, 3, shape=2)
+        pseudo_marginal_potential("lik", estimator, x)
+    for stationarity, bounded in ((1.0, True), (-1e9, False)):
+        idata = _smc(model, draws=300, seed=2, max_steps=60, stationarity=stationarity)
+        n_steps = _stat(idata, "n_steps")
+        assert (n_steps.max() <= 20) == bounded, n_steps
