@@ -48,7 +48,12 @@ def _pilot(model, draws: int, seed: int):
 
     with model:
         kernel = IMH(draws=draws, model=model, random_seed=seed)
-    kernel.initialize(None, np.random.default_rng(seed))
+    return run_stages(kernel, np.random.default_rng(seed))
+
+
+def run_stages(kernel, rng: np.random.Generator):
+    """Drive an SMC kernel through its stages as ``pm.sample_smc`` does for one chain."""
+    kernel.initialize(None, rng)
     while kernel.beta < 1:
         kernel.update_beta_and_weights()
         kernel.resample()

@@ -17,6 +17,7 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.compile.ops import as_op
 
+from benchmarks.smc_reference import run_stages
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.batch import BatchEvaluator
 from pymc_kameleon.compat import group_dataset
@@ -81,16 +82,23 @@ def test_evaluator_refuses_what_is_not_an_executor():
         BatchEvaluator([_square], executor=4)
 
 
-@pytest.fixture(scope="module")
-def estimator_model():
+def _noisy_model(noise_sd: float) -> pm.Model:
+    """The curved model's likelihood estimated with log-normal noise, E[exp(noise)] = 1."""
+
     def estimator(x, rng):
         mu = x[0] + 0.5 * x[1] ** 2
-        return float(-0.5 * np.sum((Y_OBS - mu) ** 2) + rng.normal(-0.08, 0.4))
+        noise = rng.normal(-noise_sd**2 / 2, noise_sd)
+        return float(-0.5 * np.sum((Y_OBS - mu) ** 2) + noise)
 
     with pm.Model() as model:
         x = pm.Normal("x", 0, 3, shape=2)
         pseudo_marginal_potential("lik", estimator, x)
     return model
+
+
+@pytest.fixture(scope="module")
+def estimator_model():
+    return _noisy_model(0.4)
 
 
 def test_estimates_depend_on_the_point_seed_only(estimator_model):
@@ -375,13 +383,7 @@ def _stages(curved, seed, **kwargs):
         k = _RecordedLevels(draws=200, model=curved, random_seed=2, refresh_fraction=0.0,
                             **kwargs)
     k.stages = []
-    k.initialize(None, np.random.default_rng(seed))
-    while k.beta < 1:
-        k.update_beta_and_weights()
-        k.resample()
-        k.tune()
-        k.mutate()
-    return k.stages
+    return run_stages(k, np.random.default_rng(seed)).stages
 
 
 @pytest.mark.parametrize("stationarity", [1.0, None])
@@ -434,13 +436,7 @@ def test_noisy_estimator_does_not_make_stages_run_away():
     density may creep up; the stationarity rule must still end every stage well before
     ``max_steps`` (a rule that never sees a level, the broken variant, runs to it)."""
 
-    def estimator(x, rng):
-        mu = x[0] + 0.5 * x[1] ** 2
-        return float(-0.5 * np.sum((Y_OBS - mu) ** 2) + rng.normal(-2.0, 2.0))
-
-    with pm.Model() as model:
-        x = pm.Normal("x", 0, 3, shape=2)
-        pseudo_marginal_potential("lik", estimator, x)
+    model = _noisy_model(2.0)
     for stationarity, bounded in ((1.0, True), (-1e9, False)):
         idata = _smc(model, draws=300, seed=2, max_steps=60, stationarity=stationarity)
         n_steps = _stat(idata, "n_steps")
