@@ -245,106 +245,57 @@ def _restore_kernel(cls, payload: bytes):
 class KameleonSMC(SMC_KERNEL):
     r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
 
-    Use it as ``pm.sample_smc(kernel=KameleonSMC)``.  Only the model's log density is used
-    (no gradients).  At each stage, after PyMC's reweighting and resampling:
-
-    * the particles are whitened by their mean and covariance, ``u = L^{-1}(x - m)``;
-    * ``Z`` is a random subsample of ``n_subsample`` whitened particles, fixed for the stage,
-      and the bandwidth ``s`` is their median distance;
-    * ``g`` is a Gaussian mixture fitted to the whitened particles: one Gaussian with
-      their mean and covariance (PyMC's IMH proposal, weight ``global_weight``) and
-      ``n_clusters`` Gaussians started from k-means clusters and refined by EM
-      (:class:`~pymc_kameleon.math.mixture.GaussianMixture`);
-    * each particle runs Metropolis-Hastings steps targeting the tempered posterior with
-      the mixture of that independent proposal and the local KAMH proposal,
-
-      .. math:: q(u^* \mid u) = w\, g(u^*) + (1 - w)\,
-                N(u^*;\ u,\ \gamma^2 I + \nu^2 M_Z(u) H M_Z(u)^\top),
-
-      ``w = independent_weight``, accepting with the full ratio: the mixture's density
-      both ways, the reverse KAMH density built at the proposal with the same ``Z``, so
-      every particle's chain is an exact MH chain for the stage;
-    * steps continue while the particles' correlation with the stage's start keeps falling
-      (PyMC's rule, ``correlation_threshold``; ``slowest_rule`` adds the slowest
-      coordinate), at most ``max_steps``, and end earlier once ``refresh_fraction`` of the
-      particles have accepted a move from ``g`` (where ``g`` fits, a few steps make the
-      particles fresh draws; PyMC's rule then still runs to three or more);
-    * between stages ``log nu`` moves by ``learning_rate * (acceptance of the local
-      moves - 0.234)``.
-
-    The independent part makes the moves global (between modes, out along curved arms
-    where a local move needs many steps); the local part keeps moving where no Gaussian
-    of the mixture fits.  Measured on a Gaussian mixture and the 8-d twisted banana in
-    ``docs/benchmarks/smc.md``.
-
-    ``nu^2`` is ``exp(2 log nu)`` times a base set at every stage so that the adaptive
-    part's mean trace is ``2.38^2`` (the random-walk scale), which keeps the tuned
-    multiplier comparable across stages whose bandwidths differ.
-
-    The evaluation of each proposal is the only log-density evaluation; the current
-    particles' prior and likelihood terms are stored, never re-evaluated, so a
-    :func:`~pymc_kameleon.pseudo_marginal_potential` likelihood estimate is reused until a
-    move is accepted (pseudo-marginal SMC; see ``docs/smc.md`` for what is exact).
+    ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence
+    and replaces the mutation: every particle runs exact Metropolis-Hastings steps for the
+    stage's tempered target, proposing from a Gaussian mixture fitted to the whitened
+    particles (probability ``independent_weight``) or from the KAMH proposal built from a
+    subsample of them.  Only the log density is used, once per proposal, and each particle's
+    stored value is never re-evaluated (pseudo-marginal SMC).  How it works, what is exact
+    and what it costs: ``docs/smc.md``.
 
     Parameters
     ----------
     gamma : float, default 0.1
-        Standard deviation of the isotropic part, in whitened units (the particles have
-        unit covariance there).  It keeps proposals possible where the kernel part vanishes.
+        Isotropic part of the KAMH proposal, whitened units.
     n_subsample : int, default 500
-        Number of whitened particles in ``Z`` (all particles if fewer).  The cost of a
-        step is ``O(draws * n_subsample * d^2)``.
+        Particles in the KAMH subsample ``Z``.
     correlation_threshold : float, default 0.01
-        As in PyMC's MH kernel: the lower, the more MH steps per stage.
-    max_steps : int, default 100
-        At most this many MH steps per stage.
+        PyMC's stopping rule for the MH steps of a stage.
+    max_steps, min_steps : int, default 100 and 1
+        Bounds on the MH steps of a stage.
     learning_rate : float, default 1.0
-        Step of the ``log nu`` adaptation between stages (the thesis' fixed ``lambda``).
+        Step of the ``log nu`` adaptation between stages.
     slowest_rule : bool, default False
-        Also keep stepping while the most correlated coordinate's correlation with the
-        stage's start still falls by ``correlation_threshold`` per step (``False``:
-        PyMC's rule alone).
+        Also step while the slowest coordinate decorrelates.
     independent_weight : float, default 0.8
-        Probability ``w`` of a move from the independent mixture ``g``; 0 gives the
-        thesis' KASMC (KAMH moves only), 1 an IMH kernel with a cluster mixture.
-    n_clusters : int, default 4
-        k-means clusters in ``g`` besides the global Gaussian (1: PyMC's IMH Gaussian
-        alone); clusters of fewer than ``d (d + 3) / 2`` particles (a Gaussian's number
-        of parameters) are left out.
-    global_weight : float, default 0.1
-        Weight of the particles' Gaussian in ``g`` (a defensive component: it bounds the
-        ratio of the target to ``g`` where the clusters miss mass); the clusters share
-        the rest.
-    em_iters : int, default 30
-        EM iterations refining the cluster Gaussians after k-means
-        (:func:`~pymc_kameleon.math.mixture.em_refine`; 0: the k-means clusters' own
-        means and covariances).  Overlapping components fit a unimodal or curved cloud
-        that hard clusters cut into pieces.
+        Probability of a move from the fitted mixture (0: KAMH moves only).
+    n_clusters, global_weight, em_iters : int, float, int, default 4, 0.1 and 30
+        The mixture: k-means clusters refined by EM, plus the particles' Gaussian.
     refresh_fraction : float or None, default 0.9
-        Also end a stage once this fraction of the particles has accepted an independent
-        proposal in it (each such particle is then a draw from ``g`` accepted against the
-        stage's target); ``None``: the correlation rule alone.  The rule of Drovandi and
-        Pettitt (2011) and South, Pettitt and Drovandi (2019), counted per particle.
+        End a stage once this share of particles accepted a move from the mixture.
+    stationarity : float or None, default 1.0
+        Step while the particles' mean log density rose over the last three steps by more
+        than this many standard errors (``None``: off).
+    executor : concurrent.futures.Executor, optional
+        Evaluate each batch of proposals on it (needs ``pm.sample_smc(cores=1)``).
+    max_evals : int, optional
+        Evaluation budget per chain; then straight to ``beta = 1``, with a warning.
+    waste_free : bool or int, default False
+        Waste-free stages with chains of ``P`` states (``True``: ``P`` chosen).
+    recycle : int, optional
+        Return this many draws resampled from the recycled importance sample.
+    vectorize : bool, default False
+        One vectorised compiled call per batch where the model is PyTensor throughout.
     **kwargs
         Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
 
-    Raises
-    ------
-    ValueError
-        If a free variable has a flat prior (:func:`check_proper_priors`).
-
     References
     ----------
-    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
-       Section 5.2.1 (KASMC) and 5.3.
-    .. [2] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
-       (2014). Kernel Adaptive Metropolis-Hastings. ICML.
-    .. [3] Drovandi, C. C., Pettitt, A. N. (2011). Estimation of parameters for
-       macroparasite population evolution using approximate Bayesian computation.
-       Biometrics 67(1), 225-233.
-    .. [4] South, L. F., Pettitt, A. N., Drovandi, C. C. (2019). Sequential Monte Carlo
-       samplers with independent Markov chain Monte Carlo proposals. Bayesian Analysis
-       14(3), 773-796.
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, 5.2.1.
+    .. [2] South, L. F., Pettitt, A. N., Drovandi, C. C. (2019). Sequential Monte Carlo
+       samplers with independent MCMC proposals. Bayesian Analysis 14(3).
+    .. [3] Dau, H.-D., Chopin, N. (2022). Waste-free sequential Monte Carlo. JRSS-B 84(1).
+    .. [4] Owen, A., Zhou, Y. (2000). Safe and effective importance sampling. JASA 95(449).
 
     Examples
     --------
