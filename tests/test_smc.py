@@ -487,8 +487,8 @@ def _mixture_groups(idata, size: int = 4) -> list[bool]:
 @pytest.mark.parametrize("kernel", [KameleonSMC, DroppedReverseDensity])
 def test_mixture_weights_moments_evidence(mixture, kernel):
     """Twelve SMC chains of 600 particles in three groups; at least two groups must meet
-    every criterion.  The kernel without the reverse density must fail (test of the test;
-    measured: it underweights the small mode, 0.25-0.29 against 0.28-0.29)."""
+    every criterion.  The kernel without the reverse density must fail (test of the test: it
+    underweights the small mode; measured in docs/benchmarks/test_calibration.md)."""
     ok = _mixture_groups(_smc(mixture, kernel, draws=600, chains=12, seed=11))
     if kernel is KameleonSMC:
         assert sum(ok) >= 2, ok
@@ -516,8 +516,8 @@ class _WithoutDensity:
 @pytest.mark.parametrize("broken", [False, True])
 def test_importance_reference_matches_quadrature(monkeypatch, broken):
     """The evidence reference of benchmarks/smc_reference.py on a 2-parameter model with
-    transformed variables, against a quadrature of its evidence (measured: -4.3545, se
-    0.019, against -4.3554); weights with the wrong proposal density must fail."""
+    transformed variables, against a quadrature of its evidence (measured in
+    docs/benchmarks/test_calibration.md); weights with the wrong proposal density must fail."""
     from scipy.special import logsumexp
 
     import benchmarks.smc_reference as ref

@@ -207,7 +207,7 @@ def test_waste_free_conjugate_groups(conjugate, kernel):
     """Twelve waste-free chains of 400 particles in four groups of three; three groups must
     have the pooled sd within 8 % of the posterior's and the mean within 0.15 sd (calibration
     in docs/benchmarks/test_calibration.md).  Without the reverse density the independent
-    moves shrink the spread (sd ratio about 0.8): it must fail."""
+    moves shrink the spread: it must fail."""
     idata = _smc(conjugate, draws=400, chains=12, seed=7, kernel=kernel, waste_free=True,
                  independent_weight=0.5)
     x = group_dataset(idata, "posterior")["x"].values
