@@ -17,7 +17,7 @@ from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 __all__ = ["KameleonStep"]
 
 # distinct subsample points the median heuristic uses: its pairwise distances cost O(n^2)
-# at every refresh (every 100 tuning iterations); timing in docs/changelog.md, issue 44
+# at every refresh (every 100 tuning iterations); timing in docs/changelog.md
 _BANDWIDTH_POINTS = 500
 
 
@@ -107,7 +107,7 @@ class KameleonStep(LocalGaussianStep):
         ``p(x)^-beta`` (weighted reservoir sampling) instead of uniformly, so that the
         regions the chain visits rarely, a funnel's neck or a curved tail, hold more of the
         points the proposal's local covariance is built from.  ``beta = 1`` spreads them
-        evenly over the visited region.  Opt-in: measured on issue 42's funnels and curved
+        evenly over the visited region.  Opt-in: measured on funnels and curved
         tails on ``docs/benchmarks/suite.md`` ("Local scale").
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
