@@ -332,7 +332,7 @@ class KernelHMCStep(BaseKernelStep):
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         walk = AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
-                                *_RANDOM_WALK_BAND, anchor0=self._rw_scale0)
+                                *_RANDOM_WALK_BAND, anchor0=self._walk.scale0)
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
             current=Surrogate(walk),
             reservoir=Reservoir(self.n_history, self.dim),
