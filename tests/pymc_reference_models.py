@@ -1,6 +1,6 @@
 """Small test targets modelled on PyMC's own step-method test models (``tests/models.py`` in
-PyMC's repository; the installed ``pymc.testing`` has none), plus the two hard targets of
-issue 20.  Each builder returns ``(model, truth)`` where ``truth`` maps a variable name to
+PyMC's repository; the installed ``pymc.testing`` has none), plus two hard targets of the
+contract.  Each builder returns ``(model, truth)`` where ``truth`` maps a variable name to
 the exact posterior ``(mean, variance)`` arrays (shape of the variable).
 """
 

@@ -1,4 +1,4 @@
-"""Bad input and PyMC's contract (issue 45): NaN log densities, failing estimators, integral
+"""Bad input and PyMC's contract: NaN log densities, failing estimators, integral
 arguments, the noise probe at the start, a bad initial point with ``cores=2``, and the tuned
 ``scaling`` at the end of tuning."""
 

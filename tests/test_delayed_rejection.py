@@ -1,4 +1,4 @@
-"""Delayed rejection and the scale mixture of RandomWalkStep (issue 42, point 5).
+"""Delayed rejection and the scale mixture of RandomWalkStep.
 
 The acceptance probability against a direct computation, the two-stage kernel's detailed
 balance on a grid (and a broken ratio's failure of it), moments through ``pm.sample`` by the
@@ -201,12 +201,8 @@ def _standard_normal():
 def test_delayed_rejection_moments(broken, monkeypatch):
     """Mean and variance of N(0, 1) per chain; the negative control (the ratio without the
     reverse path's ``1 - alpha1(y2, y1)``, whose stationary variance is 13 % too large at
-    these scales, on a 121-point grid) fails the same criterion.  Measured 2026-11-27
-    (PyMC 5.28, seed 0): correct, moment z-scores -1.8 to 1.7 (4 of 4 chains pass);
-    without the reverse term variance z-scores 6.6-7.6 (0 of 4; 4.2-5.9 with 3000 draws,
-    too close to the threshold).  The plain ratio ``pi(y2) / pi(x)`` is off by 5.5 %
-    here, too little for this design (z-scores 1.8-2.6 at 3000 draws): the grid test is
-    its control."""
+    these scales, on a 121-point grid) fails the same criterion.  The plain ratio
+    ``pi(y2) / pi(x)`` is off too little for this design: the grid test is its control."""
     if broken is not None:
         monkeypatch.setattr(random_walk_module, "second_stage_log_ratio", broken)
     idata = sample(_standard_normal(), _wide_dr_step, draws=DR_DRAWS, tune=200,

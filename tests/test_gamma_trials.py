@@ -127,10 +127,6 @@ def test_gaussian_posterior_gets_a_large_gamma(gauss6, cls):
     near-Gaussian models had twice the ESS with the trials than with gamma 0.1.  At least
     three of the four chains must choose the largest candidate, and means and variances
     must be right (z-scores with ArviZ's ESS).
-
-    Measured (2026-11-23), seeds 1-3, both steps, PyMC 5.28.5 and 6.4: 41 of the 48 chains
-    chose 1.0 x 2.38/sqrt(d), the others 0.3 or 0.1, at most one per run.  A selection
-    keeping the lowest score chose 0.1 or 0.3 in every chain (seed 2).
     """
     model, cov = gauss6
     idata = sample(model, cls, draws=500, tune=1000, chains=4, cores=2, seed=2)

@@ -1,4 +1,4 @@
-"""KernelHMCStep on a noisy likelihood estimator (issue 13 item 7).
+"""KernelHMCStep on a noisy likelihood estimator.
 
 1-d posterior (``checks.noisy_model``): 20 observations y ~ N(mu, 1) from a fixed seed, prior
 mu ~ N(0, 10^2); the log likelihood carries unbiased log-normal noise N(-sigma^2 / 2, sigma^2)

@@ -1,4 +1,4 @@
-"""The Laplace start searches from dispersed starts (issue 42): a chain whose initial point
+"""The Laplace start searches from dispersed starts: a chain whose initial point
 lies in the basin of a local mode without mass starts at the global mode instead, and a
 chain the user started keeps its start."""
 

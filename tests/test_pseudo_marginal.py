@@ -250,11 +250,9 @@ def test_chains_are_identical_on_every_backend(mode):
 
     The backends round the deterministic terms (the priors) differently in the last bits,
     and the adaptive warm-up (scale and covariance updates) amplifies such differences
-    (measured 2026-11-23 on PyMC 6: NUMBA against CVM agree to 1e-12 for the first 60-75
-    draws, then drift apart, as any two runs of a chaotic map whose inputs differ by one
-    ulp).  So identity is checked on the first 40 draws of 2 iterations each (80
-    iterations; with the default's 5 per draw at d = 2 the chains drifted apart from draw
-    35 on, iteration 175): the same estimates in the same order, the same decisions."""
+    (as any two runs of a chaotic map whose inputs differ by one ulp; figures in
+    ``docs/benchmarks/test_calibration.md``).  So identity is checked on the first 40 draws
+    of 2 iterations each: the same estimates in the same order, the same decisions."""
 
     def run(mode):
         with pm.Model() as model:

@@ -1,4 +1,4 @@
-"""PyMC's step-method contract (issue 20), held for every step of the package.
+"""PyMC's step-method contract, held for every step of the package.
 
 Each test is parametrised over our steps (RandomWalkStep, KameleonStep, FastKameleonStep,
 KernelHMCStep lite and finite) and over ``pm.Metropolis`` as a *reference* entry: PyMC's own
@@ -76,7 +76,7 @@ verified.  The checks come from PyMC's own tests (read for PyMC 5.28 / 6.x):
       ``ProcessAdapter`` / ``ParallelSampler`` plumbing, which treats every step alike;
       ``cores=2`` runs below go through that plumbing with our steps.
 
-Points of issue 20 and where they are held: (1) blocked=False -> ``test_blocked_false_*``;
+The contract's points and where they are held: (1) blocked=False -> ``test_blocked_false_*``;
 (2) DataClassState -> ``test_sampling_state_*``, ``test_compound_sampling_state_round_trip``,
 ``test_pm_sample_reproducible_after_state_restore``; (3) stats -> ``test_tuning_stat_*``,
 ``test_reset_tuning_*``, ``test_reused_step_tunes_again``, ``test_stats_and_dtypes``;
@@ -94,7 +94,7 @@ Semantic choices (where the issue is silent, PyMC's own behaviour decides):
   ``ParallelSamplingError`` whose ``__cause__`` is that ``SamplingError`` (PyMC's parallel
   sampler forwards a ``SamplingError`` raised inside a chain this way).  Ours raise a
   ``SamplingError`` with either, before any draw is recorded: what ``pm.sample``'s own NUTS
-  initialisation raises (it checks the starts in the main process; issue 45, and
+  initialisation raises (it checks the starts in the main process; see
   ``test_bad_initial_point_with_two_cores_is_a_sampling_error`` in ``test_bad_input.py``).
 * ``reset_tuning`` must set ``tune = True`` for our steps (pm.Metropolis' does not; pm.sample
   sets ``step.tune`` itself before calling it).
@@ -669,7 +669,7 @@ def test_reset_tuning_in_compound(ours, two_blocks):
 def test_each_chain_starts_at_its_initvals(entry, normal3):
     """PyMC's test_parallel_start, with one step object reused across chains (cores=1)."""
     with normal3, contract("pm.sample with per-chain initvals"):
-        # with the Laplace start on: a chain the user started begins there (issue 45)
+        # with the Laplace start on: a chain the user started begins there
         idata = quiet_sample(tune=5, draws=1, chains=2, cores=1, step=entry(),
                              discard_tuned_samples=False, random_seed=SEED,
                              initvals=[{"n": [10.0, 10, 10]}, {"n": [-10.0, -10, -10]}])

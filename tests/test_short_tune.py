@@ -1,4 +1,4 @@
-"""The samplers start within a short tuning phase on both PyMC majors (issue 46, point 1):
+"""The samplers start within a short tuning phase on both PyMC majors:
 the warm-up takes half of ``tune``, which PyMC 6 hands to the step and PyMC 5's chain loop
 holds (``compat.caller_tuning_draws``)."""
 

@@ -320,7 +320,7 @@ def test_re_estimating_the_current_point_is_biased(noisy_model, sampler):
             return super()._sync(q0, point)
 
     # one MH iteration per draw, so that the current point is re-estimated every iteration;
-    # 10000 draws: with 5000, KMC lite's MCWM variant reached only |z| 3.8 (2026-11-23)
+    # 10000 draws: 5000 are too few for KMC lite's MCWM variant (test_calibration.md)
     idata = sample(noisy_model, partial(ReEstimating, **sampler.kwargs, n_steps=1),
                    draws=10000, tune=1000, chains=2, seed=1)
     z_mean, z_var = moment_zscores(idata.posterior.mu.values, 0.5, 0.5)

@@ -322,7 +322,7 @@ def test_point_key_and_shared_estimate():
 
 
 def _raw_diagonal_shrinkage(sample_cov, n_eff, prior_cov, n_prior):
-    """The regularisation before 2026-11-26 (shrinkage toward the raw diagonal): the broken
+    """The former regularisation (shrinkage toward the raw diagonal): the broken
     variant the whitened-shrinkage test must reject."""
     d = sample_cov.shape[0]
     lam = 1.0 if n_eff < d else min(1.0, d / n_eff)
@@ -347,7 +347,7 @@ def _whitened_condition(regularise) -> float:
 def test_regularised_covariance_keeps_a_near_singular_correlation():
     """Shrinkage in the prior's whitened coordinates keeps the thin direction of a posterior
     with correlation -0.9999 (whitened condition near 1); shrinking toward the raw diagonal
-    puts back about 10^3 times its variance (issue 42: condition 1e3-5e3)."""
+    puts back about 10^3 times its variance (condition 1e3-5e3)."""
     assert _whitened_condition(regularised_covariance) < 2.0
     assert _whitened_condition(_raw_diagonal_shrinkage) > 100.0  # the broken variant
 
@@ -397,7 +397,7 @@ def test_laplace_start_from_dispersed_starts_keeps_the_highest_usable_mode():
 
 def test_laplace_start_leaks_no_floating_point_warnings():
     """Finite differences at the edge of the support overflow by design; no RuntimeWarning
-    reaches the user (issue 45)."""
+    reaches the user."""
     def edge(x):  # finite on x > 0 only, with values near the float limit nearby
         return float(-np.sum(x**2) - 1e300 * np.sum(x < 0.0)) if np.all(x > -1) else -np.inf
 

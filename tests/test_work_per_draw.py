@@ -1,4 +1,4 @@
-"""Iterations per draw chosen per posterior while tuning (issue 42, point 4)."""
+"""Iterations per draw chosen per posterior while tuning."""
 
 from __future__ import annotations
 

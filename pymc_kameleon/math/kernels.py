@@ -147,7 +147,7 @@ def distinct_rows(
 
     The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found faster by comparing
     each row as one byte string (a Metropolis chain repeats a point on rejection as a
-    bit-identical copy; timing in ``docs/changelog.md``, issue 44).  With ``return_counts``
+    bit-identical copy; timing in ``docs/changelog.md``).  With ``return_counts``
     also how often each occurs, so that ``(rows, counts)`` stand for ``Z`` as
     frequency-weighted points.
 
@@ -226,7 +226,7 @@ def exact_median(x: np.ndarray) -> float:
 
     The median heuristic selects the middle of ``n (n - 1) / 2`` pairwise distances at every
     bandwidth refresh; NumPy's selection on all of them (``np.partition``) costs more than
-    the distances themselves (timings: ``docs/changelog.md``, issue 15).  Here the
+    the distances themselves (timings: ``docs/changelog.md``).  Here the
     order statistics of an evenly strided sample of about 4000 values bracket the middle
     ranks, one vectorised pass counts the values below the bracket and keeps those in it,
     and only those few are partitioned.  Order statistics are exact, and the two middle

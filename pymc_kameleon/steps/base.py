@@ -698,11 +698,6 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         if w.draw + 1 >= w.work.decide:
             w.work_factor, w.work = w.work.final(), None
 
-    @property
-    def _rw_scale0(self) -> float:
-        """Optimal random-walk scale on a standard Gaussian (whitened units)."""
-        return self._walk.scale0
-
     def _warmup_length(self) -> int:
         if self.warmup_draws is not None:
             return self.warmup_draws

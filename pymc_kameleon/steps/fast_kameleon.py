@@ -101,63 +101,13 @@ class FastKameleonStep(LocalGaussianStep):
     .. math:: q(\cdot \mid y) = N\big(y,\ \gamma^2 I + \eta^2 J(y)^\top C\, J(y)\big),
        \qquad J(y) = \partial \phi / \partial x \,\big|_{x=y}\ (D \times d),
 
-    and the Metropolis-Hastings ratio uses the reverse density with ``J(x*)`` at the
-    proposed point and the same ``C`` and ``eta`` (the dissertation's R code reused the
-    forward covariance there, which is wrong).
+    and the Metropolis-Hastings ratio uses the reverse density with ``J(x*)``.
 
-    ``C`` enters the proposal through a low-rank factor: its leading eigenpairs, until the
-    discarded ones hold at most ``trace_tolerance`` (default 3 %) of its trace, so
-    ``C ~ R^T R`` with ``R`` of shape ``(r, D)`` and the adaptive part is ``(R J)^T (R J)``,
-    ``O(r D d)`` instead of ``O(D^2 d)`` (the ``feature_rank`` stat reports ``r``).  The
-    truncated covariance *is* the proposal: the draw and both densities of the
-    Metropolis-Hastings ratio use the same ``R``, so the chain stays exact.  While tuning,
-    ``R`` follows the snapshots of ``C`` by one warm-started subspace iteration each
-    (:func:`~pymc_kameleon.math.linalg.refine_lowrank_root`); ``stop_tuning()`` replaces it
-    by the exact truncated eigendecomposition of the frozen ``C``.  When ``r`` exceeds the
-    number ``m`` of frequencies (``D / 2`` for the sine/cosine pairs), and always without
-    truncation (``trace_tolerance=0``, where tuning uses ``C`` itself), the product is
-    computed as ``Omega^T (S^T C S) Omega`` with ``J = S Omega``, ``O(m^2 d)``.  Cost per
-    iteration ``O(min(r D, m^2) d + d^3)`` (compiled with Numba when available) and memory
-    ``O(D^2)``, independent of the chain length: no history array grows.
-
-    The default tolerance is the largest that left the ESS of the suite models unchanged
-    (``docs/benchmarks/fkamh_rank.md``, which also holds the timings): in the whitened
-    coordinates the spectrum of ``C`` decays slowly, so the rank stays a sizeable fraction
-    of ``D``, and F-KAMH's cost per iteration is about that of KAMH's ``O(n d^2)`` with
-    ``n = 1000`` at moderate ``d``, lower only at large ``d``.
-
-    Adaptation, only while PyMC tunes:
-
-    * every tuning iteration updates the feature mean/covariance (Welford, ``O(D^2)``) and
-      offers the point to a uniform reservoir subsample of fixed size ``n_bandwidth``;
-    * the proposals use a snapshot of ``C`` taken every 100 tuning iterations and at every
-      refresh, so that between snapshots the proposal at the current point is reused (one
-      Jacobian product per iteration, at the proposed point).  The points of the iterations
-      between snapshots enter the moments in one batch at the snapshot, each distinct point
-      once with its multiplicity (a rejection repeats the position), by Chan et al.'s
-      weighted pairwise update: the moments are those of every iteration.  The snapshot is
-      factorised once, when a proposal first needs it;
-    * at the iterations of ``schedule`` (default 50, 100, 200, ..., 1600, then every 1000)
-      the median heuristic is recomputed on the reservoir.  Only if it moved by more than
-      20 % (``BANDWIDTH_TOLERANCE``; in practice while the chain is still in its transient)
-      the *same* random basis is rescaled to it (``omega = omega0 / s``) and the feature
-      moments restart from the reservoir's points (the only history kept).  Otherwise
-      bandwidth and features are kept and the moments go on accumulating every point: ``C``
-      is then the covariance over the whole history since the bandwidth settled, as in the
-      dissertation.  Restarting at every refresh would leave much of the weight of ``C``
-      on the last 1000 consecutive points, the few effective samples of one region of the
-      target (``docs/algorithms/fkamh.md``);
-    * ``eta^2`` follows a Robbins-Monro recursion toward ``target_accept``, on the
-      dimensionless ratio ``eta^2 / (4 s^4)`` (the F-KAMH equivalent of KAMH's
-      ``nu^2 / (s^4 / n)``: both give the same proposal when ``D -> infinity``);
-    * ``gamma`` is chosen by trials unless given (see the parameter).
-
-    ``stop_tuning()`` freezes features, bandwidth, ``C``, ``gamma`` and ``eta``.  Continuing
-    the Welford updates after tuning would be a diminishing adaptation whose validity has to
-    be argued case by case (the dissertation only argues consistency of ``C``); freezing makes
-    the draws come from a fixed Metropolis-Hastings kernel, exactly.  Before the first refresh
-    the step is the random walk ``N(y, gamma^2 I)`` (with ``tune=0``: the warm-up's random
-    walk, as for :class:`~pymc_kameleon.KameleonStep`).
+    ``C`` enters the proposal through a low-rank factor ``R^T R`` that the draw and both
+    densities of the ratio share, so the chain stays exact.  While PyMC tunes, the feature
+    moments, the bandwidth, ``eta^2`` and ``gamma`` adapt; ``stop_tuning()`` freezes them, so
+    the draws come from one fixed Metropolis-Hastings kernel.  The factorisation, the
+    schedule and the costs are on the algorithm's page, ``docs/algorithms/fkamh.md``.
 
     Parameters
     ----------
@@ -165,31 +115,17 @@ class FastKameleonStep(LocalGaussianStep):
         Continuous variables to sample jointly (default: all continuous ones).
     n_features : int, optional
         Number of random Fourier features ``D``; default :func:`default_n_features`:
-        ``50 d`` clipped to ``[200, 500]`` (400 for the 8-d bananas).  The proposal covariance
-        is made of random-feature kernel *gradients*, whose error grows like ``sqrt(d / D)``
-        (too few features give too wide proposals: ``docs/benchmarks/fkamh_features.md``).
-        The dissertation found ``D < 50`` poor.
-        The cost per iteration is ``O(r D d)``.
+        ``50 d`` clipped to ``[200, 500]``.  Too few features give too wide proposals.
     trace_tolerance : float, default 0.03
-        Share of the trace of the feature covariance ``C`` that its discarded eigenpairs may
-        hold (the rank ``r`` of the factor the proposal uses).  ``0`` keeps the numerical
-        rank (``R^T R = C`` up to rounding) and uses ``C`` itself while tuning.
+        Share of the trace of ``C`` its factor may discard; ``0`` keeps the numerical rank.
     embedding : {"sincos", "phase"}, default "sincos"
-        ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.  The pairs
-        have the smaller kernel approximation variance (Sutherland and Schneider, 2015).
+        ``sqrt(2/D) [sin(w.x), cos(w.x)]`` pairs, or ``sqrt(2/D) cos(w.x + b)``.
     frequencies : {"halton", "orthogonal", "gaussian"}, default "halton"
-        How the standard normal frequencies ``omega0`` are drawn (see
-        :func:`~pymc_kameleon.math.rff.standard_frequencies`): quasi-Monte Carlo (scrambled
-        Halton, Avron et al., 2016), orthogonal random features (Yu et al., 2016) or
-        independent draws (Rahimi and Recht, 2007; the dissertation).  All give an unbiased
-        kernel estimate; the structured draws have a smaller error at the same cost: on the
-        8-d bananas Halton frequencies with ``D = 200`` distort the proposal about as little
-        as independent ones with ``D = 800``.
+        How the frequencies are drawn: scrambled Halton [4]_, orthogonal [5]_ or independent
+        [3]_ (:func:`~pymc_kameleon.math.rff.standard_frequencies`).
     gamma : float or sequence of float, optional
         Standard deviation of the isotropic exploration term, in whitened units; default:
-        chosen by trials while tuning, each candidate with its own ``eta^2``, and stepped
-        down when ``eta^2`` reaches its lower bound, as for
-        :class:`~pymc_kameleon.KameleonStep`.
+        chosen by trials while tuning, as for :class:`~pymc_kameleon.KameleonStep`.
     eta2 : float, optional
         Initial ``eta^2``; default ``(2.38^2 / (2 d)) * 4 s^4``.
     bandwidth : float, optional

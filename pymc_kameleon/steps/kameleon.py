@@ -17,7 +17,7 @@ from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
 __all__ = ["KameleonStep"]
 
 # distinct subsample points the median heuristic uses: its pairwise distances cost O(n^2)
-# at every refresh (every 100 tuning iterations); timing in docs/changelog.md, issue 44
+# at every refresh (every 100 tuning iterations); timing in docs/changelog.md
 _BANDWIDTH_POINTS = 500
 
 
@@ -42,29 +42,10 @@ class KameleonStep(LocalGaussianStep):
     density is used (never its gradient), once per iteration, and the value at the current
     point is stored, so likelihood *estimators* (pseudo-marginal MCMC) give exact chains.
 
-    Adaptation, only while PyMC tunes:
-
-    * every tuning iteration adds the current position to a uniform reservoir subsample of
-      the history of size ``n_history`` (constant memory);
-    * the proposal's subsample ``z`` is refreshed from the reservoir at iterations
-      ``subsample_schedule`` (default 50, 75, 113, 169, 253, then every 100; not when
-      tuning ends: a refresh there would change the proposal with no tuning draw
-      reporting its ``n_history`` and ``bandwidth``); the bandwidth is re-estimated by
-      the median heuristic at each refresh unless given (from the first 500 distinct
-      points of the subsample);
-    * ``nu^2`` follows a Robbins-Monro recursion toward ``target_accept``.  It is adapted as
-      the dimensionless ratio ``nu^2 / (s^4 / n)`` (the natural scale of ``M H M^T``), so a
-      refresh that changes ``n`` or ``s`` keeps the tuned acceptance rate;
-    * ``gamma`` is chosen by trials unless given (see the parameter).
-
-    ``stop_tuning()`` freezes subsample, bandwidth, ``gamma`` and ``nu^2`` (trials cut short
-    by the end of tuning keep the value in use, which the last tuning draw reported; that
-    happens only when PyMC does not tell the step the number of tuning draws, PyMC 5, and
-    ``tune`` is below about 1000): the draws come from a fixed
-    Metropolis-Hastings kernel.  With ``tune=0`` nothing is ever learned and the step is the
-    warm-up's random walk (scale ``2.38 / sqrt(d)``, unpreconditioned).  Before the first
-    refresh (and whenever the history has fewer than two distinct points) the step is the
-    random walk ``N(y, gamma^2 I)``.
+    While PyMC tunes, a reservoir subsample of the history, the bandwidth, ``nu^2`` and
+    ``gamma`` adapt; ``stop_tuning()`` freezes them, so the draws come from one fixed
+    Metropolis-Hastings kernel.  The schedule, the trials and the fallbacks are on the
+    algorithm's page, ``docs/algorithms/kamh.md``.
 
     Parameters
     ----------
@@ -74,19 +55,10 @@ class KameleonStep(LocalGaussianStep):
         Size ``n`` of the history subsample (the paper's value).
     gamma : float or sequence of float, optional
         Standard deviation of the isotropic exploration term, in the whitened coordinates
-        of the warm-up (units of the posterior's learned scale; the paper used 0.2 on
-        unit-scale targets).  A number fixes it.  Default: chosen while tuning among
-        ``(0.1, 0.3, 1.0) * 2.38 / sqrt(d)`` (a sequence: among its values) by round-robin
-        trials over the first quarter of the sampler's tuning draws, each value
-        with its own adapted ``nu^2``, keeping the one with the largest expected squared
-        jump distance per iteration in the slowest whitened coordinate
-        (:class:`~pymc_kameleon.adaptation.TrialSelection`).  The best value depends on
-        the target: near-Gaussian posteriors need a large one (the kernel part hardly
-        moves the chain radially), a thin curved one a small one; measurements on
-        ``docs/benchmarks/kamh_gamma.md``.  For the rest of tuning, whenever ``nu^2``
-        reaches its lower bound (``1e-4`` of its start: the acceptance stays below the
-        target however small the kernel part), ``gamma`` moves to the next smaller
-        candidate: its walk alone is too wide for the target.  The stat ``gamma`` reports
+        of the warm-up.  A number fixes it.  Default: the best of
+        ``(0.1, 0.3, 1.0) * 2.38 / sqrt(d)`` (a sequence: of its values) by trials over the
+        first quarter of the tuning draws
+        (:class:`~pymc_kameleon.adaptation.TrialSelection`); the stat ``gamma`` reports
         the value in use.
     nu2 : float, optional
         Initial ``nu^2``.  Default: ``(2.38^2 / (2 d)) s^4 / n``, which makes the adaptive
@@ -104,22 +76,14 @@ class KameleonStep(LocalGaussianStep):
         Iterations (counted from the start of tuning) at which the subsample is refreshed.
     tail_weight : float, default 0
         ``beta >= 0``: the history subsample keeps each tuning position with weight
-        ``p(x)^-beta`` (weighted reservoir sampling) instead of uniformly, so that the
-        regions the chain visits rarely, a funnel's neck or a curved tail, hold more of the
-        points the proposal's local covariance is built from.  ``beta = 1`` spreads them
-        evenly over the visited region.  Opt-in: measured on issue 42's funnels and curved
-        tails on ``docs/benchmarks/suite.md`` ("Local scale").
+        ``p(x)^-beta`` instead of uniformly, so that rarely visited regions (a funnel's
+        neck, a curved tail) hold more of its points; ``beta = 1`` spreads them evenly.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
         (default ``d``), warm-up length, Laplace start, what an exception raised by the
         log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
-
-    Notes
-    -----
-    Cost per iteration: ``O(n d^2 + d^3)`` to build and factorise the proposal covariance at
-    the proposed point (the current point's is cached), plus one log-density evaluation.
 
     References
     ----------

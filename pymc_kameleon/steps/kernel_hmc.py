@@ -136,113 +136,22 @@ class KernelHMCStep(BaseKernelStep):
     current log density is stored, so likelihood estimators (pseudo-marginal MCMC) keep the
     chain exact.
 
-    .. rubric:: Surrogates
-
-    ``"finite"`` (default) and ``"lite"`` (see ``surrogate`` below for the choice).
-
-    ``"lite"``: ``f(x) = sum_i alpha_i k(x, z_i)`` on a random subsample ``z`` of the history
-    (size ``n_history``), closed-form ``alpha``.  Its gradient vanishes away from the data, so
-    in unexplored regions the step is a random walk of size ``eps L |p|``: the safe choice
-    during burn-in.  Cost per gradient ``O(n d)``.
-
-    ``"finite"``: ``f(x) = theta . phi(x)`` with ``n_features`` random Fourier features,
-    ``theta = (C + lambda I)^{-1} b`` over *all* tuning points, updated online by rank-``d``
-    Cholesky updates (``O(d m^2)`` per point, applied in batches of 10 points).  Cheaper
-    gradients (``O(m d)``), but the cosine features oscillate in the tails: start it in the
-    bulk of the posterior or tune long enough.
-
-    .. rubric:: Adaptation, only while PyMC tunes
-
-    * Until the first fit (iteration ``schedule.first``, default 200) the step is the random
-      walk ``q + eps p`` (one zero-gradient leapfrog step), ``eps`` tuned toward acceptance
-      0.234 and kept within ``[0.02, 20]`` times ``2.38 / sqrt(d)`` (the warm-up walk's band
-      in the whitened coordinates).
-    * At the iterations of ``schedule`` (default 200, then every 100) the lite
-      surrogate is refitted to the current reservoir subsample of the history (finite learns
-      online between those points instead).
-    * At the first fit and whenever the tuning iteration count has doubled since the last time
-      (200, 400, 800, ... rounded up to the schedule), the kernel bandwidth and ``lambda`` are
-      first chosen by 5-fold cross-validation of the held-out score-matching loss on at most
-      ``n_cv`` distinct points of the reservoir, with contiguous folds in chain order (blocked
-      cross-validation: with random folds the neighbours of held-out points of an
-      autocorrelated chain are in the training folds, which rewards over-fitting), over the
-      grid ``s = median heuristic * 2^{k/2}``, ``k = -2..4`` (``k >= 0`` for lite) and
-      ``lambda = 10^{-5..1}`` times its natural scale (``s^2`` for lite, ``1/s^2`` for
-      finite), unless both are given. Then the surrogate is refitted (finite: on the
-      reservoir, continuing online) and the step size is re-initialised on the surrogate's own
-      Hamiltonian: the largest power-of-two multiple whose surrogate-energy acceptance reaches
-      ``target_accept``, from 20 short trajectories started at history points (no target
-      evaluation). In between, the step size follows a Robbins-Monro recursion toward
-      ``target_accept``, clipped to ``[0.1, 2]`` times an anchor that follows the same
-      target on the surrogate Hamiltonian (:class:`~pymc_kameleon.adaptation.AnchoredStepSize`).
-    * With a noisy log density (a likelihood estimator) the step base measures the
-      acceptance ceiling ``c`` the noise allows during its warm-up; the step size then
-      targets ``target_accept * c`` (the random-walk phase ``min(0.234, c / 2)``, the
-      warm-up's rule), the anchor still ``target_accept``.  The centre of the bandwidth
-      search (the median heuristic) is raised to at least ``0.25 sqrt(2 d)`` (a quarter of
-      the median pairwise distance of the whitened posterior; lite searches from there up,
-      finite from half of it; a user's ``bandwidth`` is kept as given): a pseudo-marginal
-      chain stuck at a lucky estimate leaves a history far narrower than the posterior, and
-      a surrogate with bumps that narrow traps the chain.  With per-coordinate lengths
-      (``ard``) no coordinate's bandwidth goes below the smallest of that search
-      (``0.125 sqrt(2 d)``) either.
-    * A refit does not take over at once: the new surrogate and its step size are on
-      trial, proposing every other tuning iteration (its step size adapted on its own
-      iterations).  Its first 50 iterations warm up its step size (which starts from a
-      guess on the surrogate alone, and whose early long jumps would flatter it); after 50
-      more it takes over if its expected squared jump distance per iteration
-      (``accept * |q* - q|^2``, whitened units) over those is at least that of the
-      surrogate (or random walk) in use over the same iterations and its step size is not
-      on the floor of its band (there the trajectories disagree with the target);
-      otherwise it is dropped.  The next refit waits until the trial is settled.  So
-      the reported and, at ``stop_tuning``, frozen step size is always one checked against
-      the target, and a trial still running when tuning stops is simply dropped (PyMC 5
-      does not tell the step how long tuning is); with PyMC >= 6 no trial starts in the
-      last 200 iterations.  A surrogate in use stays under review: if over a later trial
-      (or 50 of its own iterations) its ESJD falls below half that of the random walk it
-      replaced, or its step size reaches the floor of its band, the step goes back to that
-      random walk.
-      Where no surrogate beats the random walk (e.g. 80 dimensions and a few thousand
-      tuning points), the step stays the random walk, and after tuning it takes the random
-      walk's ``max(5, d)`` iterations per draw unless ``n_steps`` is given.
-    * With fewer tuning iterations than ``schedule.first``, or while the history has fewer
-      than 20 distinct points, the step stays a random walk.
-
-    Everything runs in the whitened coordinates of the step base (after its warm-up), so
-    the momentum's identity mass matrix is the inverse of the learned posterior covariance
-    in the model's coordinates.  Step-size adaptation and refits happen at draw boundaries.
-
-    In whitened coordinates every marginal variance is about 1, but the non-linear
-    structure of a posterior rarely lives in every coordinate alike; so the finite
-    surrogate's kernel gets per-coordinate lengths (``ard``), chosen at each
-    cross-validation by coordinate descent on the same held-out loss
-    (:func:`~pymc_kameleon.math.ard.search_lengths`).  On the 8-d banana B(0.03, 100) an
-    isotropic kernel is a near-quadratic surrogate that cannot follow the banana; with the
-    lengths the surrogate's acceptance reaches the target (``docs/benchmarks/README.md``).
-
-    After tuning, a fraction ``random_walk_fraction`` of the iterations are the tuned random
-    walk of the random-walk phase instead of a trajectory: the finite surrogate can be
-    wrong where the history never went (its cosine features oscillate in the tails), every
-    trajectory from there may be rejected, and only the walk gets the chain out (on the 8-d
-    banana a chain at the tip of an arm rejected every trajectory for thousands of
-    iterations, ``docs/algorithms/kernel_hmc.md``).
-
-    Per iteration the number of leapfrog steps is uniform on ``n_leapfrog`` and the step size
-    is ``step_size * U[1 - jitter, 1 + jitter]``; both randomisations break periodicities.
-    ``stop_tuning()`` freezes surrogate, hyperparameters and step size.
+    Two surrogates: ``"lite"``, kernel functions centred on a subsample of the history,
+    refitted at scheduled iterations; ``"finite"``, random Fourier features learned online
+    from every tuning point.  While PyMC tunes, the step starts as a random walk, fits the
+    surrogate, cross-validates its hyperparameters, puts each refit on trial against the
+    sampler in use and adapts the step size; ``stop_tuning()`` freezes all of it.  After
+    tuning a fraction ``random_walk_fraction`` of the iterations stay random-walk steps.
+    The schedule, the trials, the noise rules and the costs are on the algorithm's page,
+    ``docs/algorithms/kernel_hmc.md``.
 
     Parameters
     ----------
     vars : list of PyMC variables, optional
         Continuous variables to sample jointly (default: all continuous ones).
     surrogate : {"finite", "lite"}, default "finite"
-        Finite is the default because it was the more robust of the two in our tests: it
-        learns from every tuning point, online.  Lite refits on a subsample at scheduled
-        iterations, and its gradient, which points back toward the history, slows the
-        exploration of curved targets while tuning (``docs/algorithms/kernel_hmc.md``, "Which
-        surrogate").  Lite is the
-        safer choice when the start is far from the posterior mass (its gradient vanishes away
-        from the data, so it falls back to a random walk there); give it a longer tuning.
+        Finite learns from every tuning point, online; lite is the safer choice when the
+        start is far from the posterior mass (give it a longer tuning).
     n_history : int, default 1000
         Size of the history reservoir (the lite basis and the cross-validation data).
     n_features : int, default 200
@@ -263,54 +172,28 @@ class KernelHMCStep(BaseKernelStep):
     n_cv : int, default 300
         Maximum number of points used for cross-validation.
     adapt_step_size : bool, default True
+        Adapt the step size while tuning.
     adapt_exponent : float, default 0.6
         Robbins-Monro gain exponent.
     schedule : GeometricSchedule, optional
-        Tuning iterations at which the lite surrogate is refitted (and candidates for
-        cross-validation, see above).
+        Tuning iterations at which the lite surrogate is refitted (and the hyperparameters
+        may be cross-validated).
     ard : bool, optional
         Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
         Default: on for the finite surrogate when ``2 <= d <= 16`` and no ``bandwidth`` is
-        given (the search scores about ``4 d`` configurations per cross-validation; its cost
-        is measured in ``docs/algorithms/kernel_hmc.md``).  The
-        ``bandwidth`` stat is then the overall scale ``s`` (the bandwidth of coordinate ``i``
-        is ``s l_i``, geometric mean of ``l`` 1).
+        given.  The ``bandwidth`` stat is then the overall scale.
     random_walk_fraction : float, default 0.1
-        Probability, per iteration after tuning, of a random-walk iteration with the step
-        size tuned in the random-walk phase (when a surrogate is in use).  0 switches the
-        mixture off.
+        Probability, per iteration after tuning, of a random-walk iteration (when a
+        surrogate is in use).  0 switches the mixture off.
     max_jump : float, optional
         A trajectory that ends farther than this from its start, in posterior sds (the
-        warm-up's whitened coordinates), is rejected without evaluating the log density and
-        counted in the stat ``n_diverged``; exact, because the rule is symmetric in the two
-        points.  Default ``10 (1 + sqrt(d))``: a surrogate extrapolating outside its history
-        can send a trajectory hundreds of sds away, where an ODE solver may fail
-        (``docs/algorithms/kernel_hmc.md``, "Trajectories that leave the posterior").
-        ``inf`` evaluates every trajectory.
+        warm-up's whitened coordinates), is rejected without evaluating the log density
+        (stat ``n_diverged``); default ``10 (1 + sqrt(d))``, ``inf`` evaluates every one.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
-        as is.  By default a draw runs ``max(2, d)`` iterations in the warm-up (its draws
-        are discarded), ``ceil(sqrt(d))`` in the kernel phase of tuning (a trajectory moves
-        further per evaluation), and after tuning ``ceil(sqrt(d))`` if a surrogate is in use,
-        else the random walk's ``max(5, d)`` (the step is then a random walk, also when
-        tuning ended within the warm-up); fixed from ``stop_tuning()`` on.
+        as is; the default per phase is on the algorithm's page.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
-
-    Notes
-    -----
-    Stats emitted every iteration (``idata.sample_stats``): ``accept`` (acceptance
-    probability), ``accepted``, ``lp`` (the stored log density, ``model_logp`` in
-    ``stats_dtypes_shapes``), ``step_size`` (the tuned value, before jitter),
-    ``n_leapfrog`` (of the draw's last iteration), ``n_evals``, ``bandwidth``,
-    ``kernel_sigma`` (``2 s^2``, the thesis' kernel parameter), ``lambda``, ``surrogate``
-    (0 while the step is the random walk, 1 lite, 2 finite; a refit on trial is never
-    reported), ``n_diverged`` (trajectories of the draw rejected without an evaluation:
-    non-finite, or longer than ``max_jump``).  The ``tune`` flag is used by PyMC to
-    separate the warm-up draws.
-
-    Cost per iteration: ``L + 1`` surrogate gradients (``O(n d)`` each for lite, ``O(m d)``
-    for finite) and one log-density evaluation.
 
     References
     ----------
@@ -449,7 +332,7 @@ class KernelHMCStep(BaseKernelStep):
 
     def _initial_adapt_state(self) -> KernelHMCAdaptState:
         walk = AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
-                                *_RANDOM_WALK_BAND, anchor0=self._rw_scale0)
+                                *_RANDOM_WALK_BAND, anchor0=self._walk.scale0)
         return KernelHMCAdaptState(  # random-walk phase: tuned like a random walk
             current=Surrogate(walk),
             reservoir=Reservoir(self.n_history, self.dim),

@@ -137,7 +137,7 @@ class LocalGaussianStep(BaseKernelStep):
         """The values of ``gamma`` tried while tuning (one: a fixed ``gamma``)."""
         if self._gamma_given is not None:
             return self._gamma_given
-        return tuple(c * self._rw_scale0 for c in GAMMA_GRID)
+        return tuple(c * self._walk.scale0 for c in GAMMA_GRID)
 
     @property
     def gamma(self) -> float:

@@ -25,11 +25,8 @@ class RandomWalkStep(BaseKernelStep):
 
     It is the warm-up kernel of every step
     (:class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`), kept to the end: ``L``
-    is learned in growing windows for the whole tuning phase (location and covariance of the
-    posterior, dense with shrinkage; started from a gradient-free Laplace approximation when
-    the log density is deterministic), the last one ending a tenth of tuning before its end,
-    merged with the one before it, and ``scale`` follows a Robbins-Monro recursion toward
-    ``target_accept``, batched per draw.  Everything is frozen when tuning ends.
+    and ``scale`` adapt for the whole tuning phase and are frozen when it ends
+    (``docs/algorithms/random_walk.md``).
 
     Parameters
     ----------
@@ -50,16 +47,9 @@ class RandomWalkStep(BaseKernelStep):
     adapt_exponent : float, default 0.6
     delayed_rejection : float, optional
         Factor ``f`` in ``(0, 1)`` of a second, smaller proposal after a rejection
-        (delayed rejection, [5]_ [6]_ [7]_; e.g. 0.2; default None: off).  A rejected
-        ``u1 = u + scale eps1`` is followed by ``u2 = u + f scale eps2`` with its own log-density
-        evaluation, accepted with the Tierney-Mira probability
-        (:func:`~pymc_kameleon.math.delayed_rejection.second_stage_log_ratio`), which reuses
-        the value computed at ``u1`` (exact also for likelihood estimators).  The scale adapts
-        on the first stage only.  Meant for posteriors that narrow locally (curved arms,
-        funnels), where bulk-sized proposals are rejected; on the suite's funnel and curved
-        arm it did not pay for its evaluations, hence off by default (:doc:`/tuning`).  The stats
-        ``dr_proposals`` and ``dr_accepted`` count the second stages of each draw; ``n_evals``
-        counts both stages.
+        (delayed rejection, [5]_ [6]_ [7]_; e.g. 0.2; default None: off), accepted with the
+        Tierney-Mira probability; exact also for likelihood estimators.  The stats
+        ``dr_proposals`` and ``dr_accepted`` count the second stages of each draw.
     scale_mixture : tuple of float, optional
         ``(p, f)``: with probability ``p`` an iteration proposes with the scale ``f scale``
         instead (a symmetric mixture of two Gaussians, plain Metropolis ratio, one
