@@ -5,7 +5,7 @@ a picklable *factory* (a top-level function or a :func:`functools.partial`), bui
 method, and runs ``pm.sample(chains=1, cores=1, ...)``; the driver concatenates the one-chain
 results along ``chain`` (``arviz.concat`` on ArviZ 0.x, ``xarray.concat`` of the ``DataTree``
 on ArviZ 1.x) into what ``pm.sample`` returns.  Install the optional dependency with
-``pip install "pymc-kameleon[distributed]"``; the rest of the package never imports Dask.
+``pip install ".[distributed]"`` from a clone; the rest of the package never imports Dask.
 The user's guide is ``docs/distributed.md``; the overhead is measured in
 ``docs/benchmarks/distributed.md``.
 
@@ -77,7 +77,7 @@ __all__ = ["ChainError", "sample"]
 _log = logging.getLogger(__name__)
 
 #: What to install when Dask is missing.
-_EXTRA = 'pip install "pymc-kameleon[distributed]"'
+_EXTRA = 'pip install "dask[distributed]" (or pip install ".[distributed]" from a clone)'
 #: Name of the worker plugin that chooses the PyTensor compilation directory.
 _PLUGIN_NAME = "pymc-kameleon-pytensor-compiledir"
 #: Environment variable in which the plugin records the directory it chose.
