@@ -236,6 +236,13 @@ def _finite_mean(x: np.ndarray) -> float:
     return float(np.mean(finite)) if len(finite) else np.nan
 
 
+def _rise_se(logp: np.ndarray) -> float:
+    """Standard error of a difference of two means of ``logp``'s finite values (``nan`` with
+    fewer than two of them): the unit in which a stage's rise in log density is judged."""
+    finite = logp[np.isfinite(logp)]
+    return float(np.sqrt(2.0 / len(finite)) * np.std(finite)) if len(finite) >= 2 else np.nan
+
+
 def _restore_kernel(cls, payload: bytes):
     kernel = cls.__new__(cls)
     kernel.__dict__.update(pickle.loads(payload))
@@ -565,7 +572,7 @@ class KameleonSMC(SMC_KERNEL):
         rows = np.arange(N) if P is None else self.rng.choice(N, -(-N // P), replace=False)
         chains = _Chains.start(self, rows, copy=P is not None)
         kept = [chains.states()]
-        corr = Pearson(self.tempered_posterior)
+        corr = Pearson(self.tempered_posterior) if P is None else None
         old_corr = np.full(self.tempered_posterior.shape[1], 2.0)
         acc_probs, is_global = [], []
         refreshed = np.zeros(len(rows), dtype=bool)  # accepted an independent proposal
@@ -684,21 +691,20 @@ class KameleonSMC(SMC_KERNEL):
         """The particles' mean tempered log density rose over the last (up to) three steps
         by more than ``stationarity`` standard errors of such a difference: the particles
         are still on their way to the stage's target (measured: docs/benchmarks/smc.md)."""
-        finite = logp[np.isfinite(logp)]
-        if self.stationarity is None or len(finite) < 2 or len(levels) < 2:
+        if self.stationarity is None or len(levels) < 2:
             return False
         rise = levels[-1] - levels[max(0, len(levels) - 4)]
-        return bool(rise > self.stationarity * np.sqrt(2.0 / len(finite)) * np.std(finite))
+        return bool(rise > self.stationarity * _rise_se(logp))
 
     @staticmethod
     def _drift(levels: list[float], logp: np.ndarray) -> float:
         """Rise of the particles' mean log density after the stage's first MH step, in
         standard errors of such a difference (about 0 once the particles have reached the
         stage's target)."""
-        finite = logp[np.isfinite(logp)]
-        if len(levels) < 3 or len(finite) < 2 or np.std(finite) == 0:
+        se = _rise_se(logp)
+        if len(levels) < 3 or not se > 0:
             return 0.0
-        return float((levels[-1] - levels[1]) / (np.sqrt(2.0 / len(finite)) * np.std(finite)))
+        return float((levels[-1] - levels[1]) / se)
 
     def _unique_fraction(self) -> float:
         return len(np.unique(self.tempered_posterior, axis=0)) / len(self.tempered_posterior)
