@@ -398,10 +398,10 @@ def _dumps(obj: Any, name: str) -> bytes:
     serialisation may hand arrays over as views of its message buffers, which can be
     unaligned, and PyTensor refuses unaligned constants.)
     """
-    import cloudpickle
+    from .batch import dumps
 
     try:
-        return cloudpickle.dumps(obj)
+        return dumps(obj)
     except Exception as err:
         raise TypeError(
             f"{name} cannot be pickled, so it cannot be sent to the Dask workers "
