@@ -145,9 +145,19 @@ def hare_lynx_target():
                                "log_z": SMC_REFERENCES.get("hare-lynx", {}).get("log_z", np.nan)}
 
 
+def _suite_target(name: str):
+    """A suite model (reference means and sds in the suite's files) with its evidence
+    reference from ``benchmarks/data/smc_references.json`` where one was computed."""
+    from .suite.models import MODELS
+
+    return lambda: (MODELS[name].factory(),
+                    {"log_z": SMC_REFERENCES.get(name, {}).get("log_z", np.nan)})
+
+
 TARGETS = {"mixture": mixture_target, "banana": banana_target, "flower": flower_target,
            "lotka-volterra": lotka_volterra_target, "hare-lynx": hare_lynx_target,
-           "gp-glass": gp_glass_target}
+           "gp-glass": gp_glass_target, "pk": _suite_target("pk"),
+           "eight-schools-nc": _suite_target("eight-schools-nc")}
 
 
 def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,

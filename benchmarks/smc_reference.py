@@ -39,6 +39,17 @@ from scipy.special import logsumexp
 from .smc import TARGETS
 
 OUT = Path(__file__).parent / "data" / "smc_references.json"
+#: Tail quantiles kept (weighted, per scalar of the unconstrained space).
+QUANTILES = (0.05, 0.95)
+
+
+def weighted_quantiles(X: np.ndarray, w: np.ndarray, levels) -> np.ndarray:
+    """Quantiles ``levels`` per column of ``X`` under normalised weights ``w``, shape
+    ``(len(levels), X.shape[1])``: the smallest value whose cumulative weight reaches each."""
+    order = np.argsort(X, axis=0)
+    cum = np.cumsum(w[order], axis=0)
+    return np.array([[X[order[min(np.searchsorted(cum[:, j], p), len(X) - 1), j], j]
+                      for j in range(X.shape[1])] for p in levels])
 
 
 def _pilot(model, draws: int, seed: int):
@@ -79,11 +90,13 @@ def importance_reference(target: str, pilot_draws: int, draws: int, seed: int,
     norm = w / w.sum()
     mean = norm @ theta
     sd = np.sqrt(norm @ (theta - mean) ** 2)
+    quantiles = weighted_quantiles(theta, norm, QUANTILES).tolist()
     return {
         "log_z": float(logsumexp(log_w) - np.log(draws)),
         "log_z_se": float(np.std(w) / (np.sqrt(draws) * np.mean(w))),
         "ess": float(1.0 / np.sum(norm**2)),
-        "mean": mean.tolist(), "sd": sd.tolist(),
+        "mean": mean.tolist(), "sd": sd.tolist(), "quantiles": quantiles,
+        "quantile_levels": list(QUANTILES),
         "draws": draws, "pilot_draws": pilot_draws, "pilot_log_z": float(
             kernel.log_marginal_likelihood), "df": df, "inflate": inflate, "seed": seed,
         "wall_s": round(time.perf_counter() - t0, 1), "pilot_wall_s": round(t_pilot, 1),
