@@ -441,3 +441,28 @@ def test_noisy_estimator_does_not_make_stages_run_away():
         idata = _smc(model, draws=300, seed=2, max_steps=60, stationarity=stationarity)
         n_steps = _stat(idata, "n_steps")
         assert (n_steps.max() <= 20) == bounded, n_steps
+
+
+def test_comparison_benchmark_maps_the_unit_cube_by_the_priors():
+    """The comparison script's unit cube -> model map against SciPy's quantile functions
+    (the truncated normal's written out; a log-transformed variable), and its likelihood
+    against the model's own at the same point."""
+    from scipy import stats as st
+
+    from benchmarks.smc_compare import Evaluations
+
+    with pm.Model() as model:
+        a = pm.TruncatedNormal("a", mu=0.05, sigma=0.05, lower=0.0)
+        b = pm.LogNormal("b", 1.0, 0.5, shape=2)
+        c = pm.HalfCauchy("c", 2.0)
+        pm.Normal("y", a + b.sum() + c, 1.0, observed=[3.0, 4.0])
+    ev = Evaluations(model)
+    u = np.array([0.2, 0.7, 0.05, 0.9])
+    x = ev.x_from_cube(u[None])[0]
+    expected = [st.truncnorm(-1.0, np.inf, 0.05, 0.05).ppf(0.2),
+                *st.lognorm(0.5, scale=np.e).ppf([0.7, 0.05]), st.halfcauchy(0, 2).ppf(0.9)]
+    np.testing.assert_allclose(x, expected, rtol=1e-8)
+    lik = st.norm(x.sum(), 1.0).logpdf([3.0, 4.0]).sum()
+    assert ev.loglike_cube(u) == pytest.approx(lik, rel=1e-10)
+    assert ev.count == 1
+    np.testing.assert_allclose(ev.x_from_y(ev.y_from_cube(u[None]))[0], x, rtol=1e-10)

@@ -1,0 +1,339 @@
+"""KameleonSMC beside the black-box samplers outside PyMC, per log-density evaluation.
+
+Every sampler runs on the same compiled PyMC log density and every call of it at one point is
+one evaluation (prior draws, tuning, training and evidence computations included):
+
+* ``kameleon``: ``pm.sample_smc(kernel=KameleonSMC, chains=C, cores=1)`` with ``--kameleon``
+  settings; ``imh``: the same with PyMC's default kernel.  Counted by the suite's counting Op.
+  ESS per chain from the spread of the chains' means (independent runs: reference variance /
+  variance of the chain means), the honest measure for particle output.
+* ``nautilus``, ``dynesty``, ``pocomc``: nested and preconditioned SMC samplers on the unit
+  cube, mapped to the model's space by the priors' inverse CDFs (models whose free variables
+  have independent priors); ``emcee``: 32 walkers on the unconstrained space, started from
+  prior draws, ``--emcee-steps`` steps, the first half discarded.  ESS: Kish's of the weights
+  (nested, pocoMC), the draws over emcee's integrated autocorrelation time.
+
+Per run: evaluations, ESS per 1000 evaluations (first), ESS per second, the largest mean and
+0.05/0.95-quantile errors (reference sds), the sd ratios, the log evidence and wall time.  Per
+model and sampler over seeds: R-hat across the runs' resampled draws and the ESS from the
+spread of the runs' means.
+
+Usage::
+
+    python -m benchmarks.smc_compare --models eight-schools-nc pk hare-lynx mixture \\
+        --samplers kameleon imh nautilus pocomc dynesty emcee --seeds 1 2 3 \\
+        --kameleon '{"recycle": 20000}' --json results.json
+
+Needs ``pip install nautilus-sampler dynesty emcee pocomc`` (pocoMC: a CPU torch first).
+Results: ``docs/benchmarks/smc.md`` (section "Against samplers outside PyMC").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.pytensorf import compile as compile_pymc
+from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
+from pytensor.graph.traversal import ancestors
+from scipy.special import logsumexp
+
+from pymc_kameleon import KameleonSMC
+from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.math.importance import kish_ess, resample_indices
+
+from .common import per_chain, quiet_pymc
+from .smc import SMC_REFERENCES, mixture_target
+from .smc_reference import weighted_quantiles
+from .suite.counting import add_counter, find_counter
+from .suite.metrics import stack_posterior
+from .suite.models import MODELS, free_var_labels
+from .suite.reference import load_reference
+
+CRITERIA = {"rhat": 1.01, "ess": 400, "mean": 0.15, "sd": 0.15}
+QUANTILES = (0.05, 0.95)
+
+
+class Reference:
+    """Means, sds, tail quantiles and log evidence of a model's posterior: the suite's
+    reference means and sds; quantiles and evidence from the importance-sampling reference of
+    :mod:`benchmarks.smc_reference` (the suite keeps only 500 thinned draws, whose
+    quantiles are too rough to judge a tail); for the mixture, exact."""
+
+    def __init__(self, model_name: str):
+        if model_name == "mixture":
+            self.model = mixture_target()[0]
+            self.evaluations = Evaluations(self.model)
+            rng = np.random.default_rng(0)
+            comp = rng.random(10**6) < 0.3  # the exact mixture: 0.3 at -4, 0.7 at +4
+            draws = rng.normal(size=(10**6, 4))
+            draws[:, 0] += np.where(comp, -4.0, 4.0)
+            self.mean, self.sd = draws.mean(0), draws.std(0)
+            self.quantiles, self.log_z = np.quantile(draws, QUANTILES, axis=0), 0.0
+            return
+        ref, smc_ref = load_reference(model_name), SMC_REFERENCES.get(model_name, {})
+        self.model = MODELS[model_name].factory()
+        self.evaluations = Evaluations(self.model)
+        self.mean, self.sd = ref.mean, ref.sd
+        self.log_z = smc_ref.get("log_z", np.nan)
+        if smc_ref.get("quantile_levels") == list(QUANTILES):
+            # elementwise monotone transforms: quantiles map through them
+            self.quantiles = self.evaluations.x_from_y(np.array(smc_ref["quantiles"]))
+        else:
+            self.quantiles = np.quantile(ref.sample.reshape(-1, ref.sample.shape[-1]),
+                                         QUANTILES, axis=0)
+
+
+def _icdf(rv, u):
+    """The prior's inverse CDF at ``u`` (PyMC's where it has one; the truncated normal's
+    written out: PyMC does not implement it)."""
+    if "truncated_normal" in str(rv.owner.op):
+        mu, sigma, lower, upper = rv.owner.op.dist_params(rv.owner)
+        phi = lambda z: 0.5 * (1 + pt.erf(z / np.sqrt(2.0)))  # noqa: E731
+        a, b = phi((lower - mu) / sigma), phi((upper - mu) / sigma)
+        return mu + sigma * np.sqrt(2.0) * pt.erfinv(2 * (a + u * (b - a)) - 1)
+    return pm.icdf(rv, u)
+
+
+class Evaluations:
+    """The model's log density on the unit cube (nested samplers, pocoMC) and on the
+    unconstrained space (emcee), counting every call at one point."""
+
+    def __init__(self, model: pm.Model):
+        point = model.initial_point()
+        values = model.value_vars
+        self.shapes = [point[v.name].shape for v in values]
+        self.dim = int(sum(point[v.name].size for v in values))
+        shared = make_shared_replacements(point, values, model)
+        outs, y = join_nonshared_inputs(point, [model.datalogp, model.logp()], values, shared)
+        self._lik = compile_pymc([y], outs[0])
+        self._post = compile_pymc([y], outs[1])
+        u, y2 = pt.dvector("u"), pt.dvector("y")
+        to_y, to_x, back = [], [], []
+        for v, ui, yi in zip(values, self._split(pt.clip(u, 1e-12, 1 - 1e-12)),
+                             self._split(y2), strict=True):
+            rv = model.values_to_rvs[v]
+            if set(ancestors(rv.owner.inputs)) & set(model.free_RVs):
+                raise NotImplementedError(f"{rv.name}'s prior depends on another variable: "
+                                          "no unit-cube transform")
+            x = _icdf(rv, ui)
+            tr = model.rvs_to_transforms.get(rv)
+            to_y.append((tr.forward(x, *rv.owner.inputs) if tr else x).ravel())
+            to_x.append(x.ravel())
+            back.append((tr.backward(yi, *rv.owner.inputs) if tr else yi).ravel())
+        self._cube = pytensor.function([u], [pt.concatenate(to_y), pt.concatenate(to_x)])
+        self._to_x = pytensor.function([y2], pt.concatenate(back))
+        self.count = 0
+
+    def _split(self, vec):
+        out, i = [], 0
+        for shape in self.shapes:
+            n = int(np.prod(shape))
+            out.append(vec[i:i + n].reshape(shape))
+            i += n
+        return out
+
+    def loglike_cube(self, u: np.ndarray) -> float:
+        self.count += 1
+        value = float(self._lik(self._cube(np.asarray(u, float))[0]))
+        return value if np.isfinite(value) else -1e300
+
+    def logpost(self, y: np.ndarray) -> float:
+        self.count += 1
+        value = float(self._post(np.asarray(y, float)))
+        return value if np.isfinite(value) else -np.inf
+
+    def x_from_cube(self, U: np.ndarray) -> np.ndarray:
+        return np.array([self._cube(u)[1] for u in U])
+
+    def x_from_y(self, Y: np.ndarray) -> np.ndarray:
+        return np.array([self._to_x(y) for y in Y])
+
+    def y_from_cube(self, U: np.ndarray) -> np.ndarray:
+        return np.array([self._cube(u)[0] for u in U])
+
+    def prior_y(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.y_from_cube(rng.random((n, self.dim)))
+
+
+def _weighted(X, log_w, log_z, n_evals, rng) -> dict:
+    """Moments of a weighted sample, its Kish ESS and 4000 resampled draws."""
+    log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
+    w = np.exp(log_w - logsumexp(log_w))
+    mean = w @ X
+    return {"mean": mean, "sd": np.sqrt(w @ (X - mean) ** 2), "ess": kish_ess(log_w),
+            "quantiles": weighted_quantiles(X, w, QUANTILES),
+            "draws": X[resample_indices(log_w, 4000, rng)], "log_z": log_z, "evals": n_evals,
+            "ess_kind": "Kish"}
+
+
+def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
+    rng = np.random.default_rng(seed)
+    ev.count = 0
+    if name == "nautilus":
+        from nautilus import Sampler
+
+        sampler = Sampler(lambda u: u, ev.loglike_cube, n_dim=ev.dim, seed=seed)
+        sampler.run(verbose=False)
+        U, log_w, _ = sampler.posterior()
+        return _weighted(ev.x_from_cube(U), log_w, sampler.log_z, ev.count, rng)
+    if name == "dynesty":
+        import dynesty
+
+        sampler = dynesty.NestedSampler(ev.loglike_cube, lambda u: u, ev.dim, rstate=rng)
+        sampler.run_nested(print_progress=False, maxcall=args.dynesty_maxcall)
+        res = sampler.results
+        return _weighted(ev.x_from_cube(res.samples), res.logwt - res.logz[-1],
+                         float(res.logz[-1]), ev.count, rng)
+    if name == "pocomc":
+        import pocomc
+        import torch
+        from scipy.stats import uniform
+
+        torch.manual_seed(seed)
+        prior = pocomc.Prior([uniform(0, 1)] * ev.dim)
+        sampler = pocomc.Sampler(prior, ev.loglike_cube, random_state=seed)
+        sampler.run(progress=False)
+        U, w, _, _ = sampler.posterior()
+        log_z, _ = sampler.evidence()
+        return _weighted(ev.x_from_cube(U), np.log(w), log_z, ev.count, rng)
+    if name == "emcee":
+        import emcee
+
+        walkers = max(32, 2 * ev.dim + 2)
+        sampler = emcee.EnsembleSampler(walkers, ev.dim, ev.logpost)
+        sampler.random_state = np.random.RandomState(seed).get_state()
+        sampler.run_mcmc(ev.prior_y(walkers, rng), args.emcee_steps, progress=False)
+        chain = sampler.get_chain(discard=args.emcee_steps // 2)  # (steps, walkers, d)
+        tau = float(np.nanmax(sampler.get_autocorr_time(discard=args.emcee_steps // 2,
+                                                         quiet=True)))
+        X = ev.x_from_y(chain.reshape(-1, ev.dim))
+        return {"mean": X.mean(0), "sd": X.std(0), "ess": chain.shape[0] * walkers / tau,
+                "draws": X[rng.choice(len(X), 4000)], "log_z": np.nan, "evals": ev.count,
+                "ess_kind": "autocorr"}
+    raise ValueError(name)
+
+
+def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict:
+    kwargs = {"kernel": KameleonSMC, **json.loads(args.kameleon)} if name == "kameleon" else {}
+    counter = find_counter(model)
+    counter.reset()
+    with model:
+        idata = pm.sample_smc(args.draws, chains=args.chains, cores=1, progressbar=False,
+                              random_seed=seed, compute_convergence_checks=False, **kwargs)
+    names, _ = free_var_labels(model)
+    X = stack_posterior(group_dataset(idata, "posterior"), names)  # (chains, draws, k)
+    stats = group_dataset(idata, "sample_stats")
+    ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
+    log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
+    if "log_evidence_recycled" in stats:
+        log_z = [c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+    flat = X.reshape(-1, X.shape[-1])
+    return {"mean": flat.mean(0), "sd": flat.std(0), "ess": float(ess.min()),
+            "draws": flat, "log_z": float(np.mean(log_z)), "evals": counter.count / args.chains,
+            "ess_kind": f"spread of {args.chains} chains", "per_chain": True,
+            "chain_means": X.mean(axis=1)}
+
+
+def summarise(r: dict, ref: Reference) -> dict:
+    q = r.get("quantiles")
+    q = np.quantile(r["draws"], QUANTILES, axis=0) if q is None else q
+    return {
+        "evals": float(r["evals"]), "ess": float(r["ess"]), "ess_kind": r["ess_kind"],
+        "per_1k": 1000.0 * r["ess"] / r["evals"], "per_s": r["ess"] / r["wall"],
+        "mean_err": float(np.max(np.abs(r["mean"] - ref.mean) / ref.sd)),
+        "q_err": float(np.max(np.abs(q - ref.quantiles) / ref.sd)),
+        "sd_ratio": (float(np.min(r["sd"] / ref.sd)), float(np.max(r["sd"] / ref.sd))),
+        "log_z": float(r["log_z"]), "log_z_err": float(r["log_z"] - ref.log_z),
+        "wall": r["wall"],
+    }
+
+
+HEADER = (f"{'model':<17} {'sampler':<9} {'seed':>4} {'evals':>8} {'ESS':>8} {'/1k ev':>7} "
+          f"{'/s':>7} {'mean e':>6} {'q err':>6} {'sd ratio':<11} {'log Z':>8} {'err':>6} "
+          f"{'wall s':>6}  ESS from")
+
+
+def row(model: str, sampler: str, seed, s: dict) -> str:
+    return (f"{model:<17} {sampler:<9} {seed:>4} {s['evals']:>8.0f} {s['ess']:>8.0f} "
+            f"{s['per_1k']:>7.1f} {s['per_s']:>7.2f} {s['mean_err']:>6.3f} {s['q_err']:>6.3f} "
+            f"{s['sd_ratio'][0]:>5.3f}-{s['sd_ratio'][1]:<5.3f} {s['log_z']:>8.2f} "
+            f"{s['log_z_err']:>6.2f} {s['wall']:>6.0f}  {s['ess_kind']}")
+
+
+def over_seeds(runs: list[dict], ref: Reference) -> str:
+    """R-hat across the runs' draws (equal numbers per run) and the ESS per run from the
+    spread of the runs' means; 'meets' applies the four criteria to every run."""
+    n = min(len(r["draws"]) for r in runs)
+    draws = np.stack([r["draws"][:n] for r in runs])
+    rhat = float(np.max(az.rhat(az.convert_to_dataset(draws))["x"].values))
+    means = np.array([r["mean"] for r in runs])
+    spread = float(np.min(ref.sd**2 / means.var(axis=0, ddof=1))) if len(runs) > 1 else np.nan
+    if "chain_means" in runs[0]:  # SMC: ESS per chain from all runs' chains
+        chains = np.concatenate([r["chain_means"] for r in runs])
+        spread = float(np.min(ref.sd**2 / chains.var(axis=0, ddof=1)))
+        per_1k = 1000 * spread / np.mean([r["evals"] for r in runs])
+        spread = f"{spread:.0f} per chain ({len(chains)} chains; {per_1k:.1f} per 1000 evals)"
+    else:
+        spread = f"{spread:.0f}"
+    meets = all(s["ess"] >= CRITERIA["ess"] and s["mean_err"] <= CRITERIA["mean"]
+                and abs(s["sd_ratio"][0] - 1) <= CRITERIA["sd"]
+                and abs(s["sd_ratio"][1] - 1) <= CRITERIA["sd"] for s in
+                (r["summary"] for r in runs)) and rhat <= CRITERIA["rhat"]
+    return (f"   over {len(runs)} seeds: R-hat {rhat:.3f}, ESS per run from the spread of "
+            f"the runs' means {spread}, meets all four: {'yes' if meets else 'no'}")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["eight-schools-nc"])
+    parser.add_argument("--samplers", nargs="+", default=["kameleon", "nautilus"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--draws", type=int, default=1000, help="SMC particles")
+    parser.add_argument("--chains", type=int, default=8, help="SMC chains per run")
+    parser.add_argument("--kameleon", default="{}", help="KameleonSMC settings (JSON)")
+    parser.add_argument("--emcee-steps", type=int, default=4000)
+    parser.add_argument("--dynesty-maxcall", type=int, default=500_000)
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    quiet_pymc()
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    print(HEADER, flush=True)
+    rows = []
+    for model_name in args.models:
+        ref = Reference(model_name)
+        for sampler in args.samplers:
+            runs = []
+            for seed in args.seeds:
+                start = time.perf_counter()
+                if sampler in ("kameleon", "imh"):
+                    model = MODELS[model_name].factory() if model_name != "mixture" else \
+                        mixture_target()[0]  # a fresh model with its counter
+                    add_counter(model)
+                    r = run_smc(sampler, model, ref, seed, args)
+                else:
+                    r = run_external(sampler, ref.evaluations, seed, args)
+                r["wall"] = (time.perf_counter() - start) / (args.chains if r.get("per_chain")
+                                                             else 1)
+                r["summary"] = summarise(r, ref)
+                runs.append(r)
+                print(row(model_name, sampler, seed, r["summary"]), flush=True)
+                rows.append({"model": model_name, "sampler": sampler, "seed": seed,
+                             "settings": args.kameleon if sampler == "kameleon" else None,
+                             **r["summary"]})
+            print(over_seeds(runs, ref), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
