@@ -181,18 +181,20 @@ def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
         from nautilus import Sampler
 
         sampler = Sampler(lambda u: u, ev.loglike_cube, n_dim=ev.dim, seed=seed)
-        sampler.run(verbose=False)
+        sampler.run(verbose=False, n_like_max=args.budget or np.inf)
         U, log_w, _ = sampler.posterior()
         return _weighted(ev.x_from_cube(U), log_w, sampler.log_z, ev.count, rng)
     if name == "dynesty":
         import dynesty
 
         sampler = dynesty.NestedSampler(ev.loglike_cube, lambda u: u, ev.dim, rstate=rng)
-        sampler.run_nested(print_progress=False, maxcall=args.dynesty_maxcall)
+        sampler.run_nested(print_progress=False, maxcall=args.budget or args.dynesty_maxcall)
         res = sampler.results
         return _weighted(ev.x_from_cube(res.samples), res.logwt - res.logz[-1],
                          float(res.logz[-1]), ev.count, rng)
     if name == "pocomc":
+        if args.budget:
+            raise NotImplementedError("pocoMC takes no evaluation budget")
         import pocomc
         import torch
         from scipy.stats import uniform
@@ -208,12 +210,12 @@ def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
         import emcee
 
         walkers = max(32, 2 * ev.dim + 2)
+        steps = args.budget // walkers if args.budget else args.emcee_steps
         sampler = emcee.EnsembleSampler(walkers, ev.dim, ev.logpost)
         sampler.random_state = np.random.RandomState(seed).get_state()
-        sampler.run_mcmc(ev.prior_y(walkers, rng), args.emcee_steps, progress=False)
-        chain = sampler.get_chain(discard=args.emcee_steps // 2)  # (steps, walkers, d)
-        tau = float(np.nanmax(sampler.get_autocorr_time(discard=args.emcee_steps // 2,
-                                                         quiet=True)))
+        sampler.run_mcmc(ev.prior_y(walkers, rng), steps, progress=False)
+        chain = sampler.get_chain(discard=steps // 2)  # (steps, walkers, d)
+        tau = float(np.nanmax(sampler.get_autocorr_time(discard=steps // 2, quiet=True)))
         X = ev.x_from_y(chain.reshape(-1, ev.dim))
         return {"mean": X.mean(0), "sd": X.std(0), "ess": chain.shape[0] * walkers / tau,
                 "draws": X[rng.choice(len(X), 4000)], "log_z": np.nan, "evals": ev.count,
@@ -223,6 +225,10 @@ def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
 
 def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict:
     kwargs = {"kernel": KameleonSMC, **json.loads(args.kameleon)} if name == "kameleon" else {}
+    if args.budget and name == "imh":
+        raise NotImplementedError("PyMC's IMH kernel takes no evaluation budget")
+    if args.budget:  # the budget per chain, spent on recycled draws once tempering ends
+        kwargs.update(max_evals=args.budget, recycle=args.budget)
     counter = find_counter(model)
     counter.reset()
     with model:
@@ -301,6 +307,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--kameleon", default="{}", help="KameleonSMC settings (JSON)")
     parser.add_argument("--emcee-steps", type=int, default=4000)
     parser.add_argument("--dynesty-maxcall", type=int, default=500_000)
+    parser.add_argument("--budget", type=int, default=0,
+                        help="equal evaluations: this many per run (per chain for SMC)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
     quiet_pymc()
@@ -313,13 +321,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             runs = []
             for seed in args.seeds:
                 start = time.perf_counter()
-                if sampler in ("kameleon", "imh"):
-                    model = MODELS[model_name].factory() if model_name != "mixture" else \
-                        mixture_target()[0]  # a fresh model with its counter
-                    add_counter(model)
-                    r = run_smc(sampler, model, ref, seed, args)
-                else:
-                    r = run_external(sampler, ref.evaluations, seed, args)
+                try:
+                    r = _run(sampler, model_name, ref, seed, args)
+                except NotImplementedError as err:
+                    print(f"{model_name:<17} {sampler:<9} skipped: {err}", flush=True)
+                    break
                 r["wall"] = (time.perf_counter() - start) / (args.chains if r.get("per_chain")
                                                              else 1)
                 r["summary"] = summarise(r, ref)
@@ -328,11 +334,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 rows.append({"model": model_name, "sampler": sampler, "seed": seed,
                              "settings": args.kameleon if sampler == "kameleon" else None,
                              **r["summary"]})
-            print(over_seeds(runs, ref), flush=True)
+            if runs:
+                print(over_seeds(runs, ref), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     return rows
+
+
+def _run(sampler: str, model_name: str, ref: Reference, seed: int, args) -> dict:
+    if sampler not in ("kameleon", "imh"):
+        return run_external(sampler, ref.evaluations, seed, args)
+    # a fresh model with its own counter
+    model = mixture_target()[0] if model_name == "mixture" else MODELS[model_name].factory()
+    add_counter(model)
+    return run_smc(sampler, model, ref, seed, args)
 
 
 if __name__ == "__main__":

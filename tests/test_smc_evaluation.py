@@ -466,3 +466,15 @@ def test_comparison_benchmark_maps_the_unit_cube_by_the_priors():
     assert ev.loglike_cube(u) == pytest.approx(lik, rel=1e-10)
     assert ev.count == 1
     np.testing.assert_allclose(ev.x_from_y(ev.y_from_cube(u[None]))[0], x, rtol=1e-10)
+
+
+def test_comparison_benchmark_prints_rows_and_the_verdict_over_seeds(capsys):
+    from benchmarks.smc_compare import main
+
+    rows = main(["--models", "eight-schools-nc", "--samplers", "kameleon", "imh", "--seeds",
+                 "1", "2", "--draws", "100", "--chains", "3", "--kameleon", '{"recycle": 300}',
+                 "--budget", "2000"])
+    out = capsys.readouterr().out
+    assert [r["sampler"] for r in rows] == ["kameleon", "kameleon"]
+    assert all(r["evals"] <= 2000 for r in rows)  # the budget per chain is kept
+    assert "over 2 seeds: R-hat" in out and "imh       skipped" in out
