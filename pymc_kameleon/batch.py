@@ -63,6 +63,11 @@ def dumps(obj) -> bytes:
     return buffer.getvalue()
 
 
+def _is_dask_client(obj) -> bool:
+    return (type(obj).__module__.startswith("distributed")
+            and callable(getattr(obj, "get_executor", None)))
+
+
 class _Functions:
     """Compiled functions and the likelihood-estimator Ops inside them."""
 
@@ -122,9 +127,11 @@ class BatchEvaluator:
     funcs : sequence of callables
         Functions of one raveled point (e.g. PyMC's compiled prior and likelihood terms);
         each returns a scalar.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Where to evaluate: ``None`` in this process, one point after the other; otherwise
-        the batch is cut into about ``tasks_per_worker`` tasks per worker and submitted.
+        the batch is cut into about ``tasks_per_worker`` tasks per worker and submitted.  A
+        Dask client runs them on its ``get_executor()``, each worker process compiling into
+        its own PyTensor directory (as :func:`pymc_kameleon.distributed.sample`).
     tasks_per_worker : int, default 4
         Tasks per worker and batch: more balance the load of uneven evaluation times, fewer
         cost less overhead per task.
@@ -142,6 +149,14 @@ class BatchEvaluator:
 
     def __init__(self, funcs: Sequence[Callable], executor: Executor | None = None,
                  tasks_per_worker: int = 4, batched: Callable | None = None):
+        self._workers = None
+        if _is_dask_client(executor):
+            # as distributed.sample does: every worker process its own PyTensor compiledir
+            from .distributed import register_compiledir_plugin
+
+            register_compiledir_plugin(executor, None)
+            self._workers = sum(executor.nthreads().values())
+            executor = executor.get_executor(pure=False)
         if executor is not None and not callable(getattr(executor, "submit", None)):
             raise TypeError(
                 "executor must be a concurrent.futures.Executor (e.g. ThreadPoolExecutor, "
@@ -183,7 +198,8 @@ class BatchEvaluator:
             payload = self._dumps()  # a worker that lacked the functions gets them now
 
     def _n_tasks(self) -> int:
-        workers = getattr(self.executor, "_max_workers", None) or os.cpu_count() or 1
+        workers = (self._workers or getattr(self.executor, "_max_workers", None)
+                   or os.cpu_count() or 1)
         return max(1, self.tasks_per_worker * int(workers))
 
     def _dumps(self) -> bytes:

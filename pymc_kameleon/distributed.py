@@ -304,7 +304,7 @@ def sample(
     progress = _Progress(chains, tune, draws, progressbar, run_id)
     futures: list[Any] = []
     try:
-        _register_compiledir_plugin(client, None if compiledir is None else os.fspath(compiledir))
+        register_compiledir_plugin(client, None if compiledir is None else os.fspath(compiledir))
         _warn_multithreaded(client)
         if progressbar:
             client.subscribe_topic(_PROGRESS_TOPIC, progress.handle_event)
@@ -687,7 +687,9 @@ def _compiledir_plugin(root: str | None) -> Any:
     return PyTensorCompiledir(root, _COMPILEDIR_ENV)
 
 
-def _register_compiledir_plugin(client: Any, root: str | None) -> None:
+def register_compiledir_plugin(client: Any, root: str | None) -> None:
+    """Give every worker process of ``client`` its own PyTensor ``base_compiledir`` under
+    ``root`` (``None``: Dask's scratch space), unless PyTensor is already imported there."""
     plugin = _compiledir_plugin(root)
     if hasattr(client, "register_plugin"):
         client.register_plugin(plugin, name=_PLUGIN_NAME)

@@ -420,15 +420,21 @@ def test_scaling_benchmark_gives_identical_draws_for_every_worker_count(capsys):
     assert rows[0]["evals"] == rows[1]["evals"] > 40
 
 
-def test_dask_client_executor_gives_the_same_draws(curved, serial):
-    """A Dask cluster's executor (``Client.get_executor()``) as the evaluator's engine."""
+@pytest.mark.parametrize("pass_client", [False, True])
+def test_dask_client_executor_gives_the_same_draws(curved, serial, pass_client):
+    """A Dask cluster as the evaluator's engine: its ``Client.get_executor()``, or the client
+    itself, which also gives each worker its own PyTensor compiledir (the plugin of
+    ``distributed.sample``)."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        par = _smc(curved, seed=3, executor=client.get_executor())
+        par = _smc(curved, seed=3, executor=client if pass_client else client.get_executor())
+        plugins = client.run(lambda dask_worker: any("compiledir" in name
+                                                     for name in dask_worker.plugins))
     np.testing.assert_array_equal(group_dataset(serial[0], "posterior")["x"].values,
                                   group_dataset(par, "posterior")["x"].values)
+    assert all(plugins.values()) == pass_client
 
 
 def test_noisy_estimator_does_not_make_stages_run_away():
