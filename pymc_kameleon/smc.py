@@ -41,6 +41,9 @@ __all__ = ["KameleonSMC", "check_proper_priors"]
 
 #: Target acceptance rate of the scale adaptation (thesis Section 5.3).
 TARGET_ACCEPT = 0.234
+#: Most rounds of the recycling top-up, each of at least ``draws`` points from a mixture
+#: refitted to the weighted pool (measured: docs/benchmarks/smc.md, "Cost settings").
+TOP_UP_ROUNDS = 8
 
 
 def check_proper_priors(model=None) -> None:
@@ -283,7 +286,7 @@ class KameleonSMC(SMC_KERNEL):
     stationarity : float or None, default 1.0
         Step while the particles' mean log density rose over the last three steps by more
         than this many standard errors (``None``: off).
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Evaluate each batch of proposals on it (needs ``pm.sample_smc(cores=1)``).
     max_evals : int, optional
         Evaluation budget per chain; then straight to ``beta = 1``, with a warning.
@@ -657,11 +660,18 @@ class KameleonSMC(SMC_KERNEL):
         """The posterior as ``recycle`` draws resampled from the importance sample of every
         stage's independent proposals, topped up from the last stage's mixture."""
         pool = self._pool
-        extra = int(min(self.recycle - pool.size, self._budget_left()))
-        if extra > 0:
+        # at least a quarter of the draws from the rounds: they correct lagging particles
+        extra = int(min(max(self.recycle - pool.size, self.recycle // 4), self._budget_left()))
+        # adaptive importance sampling: each round refits the mixture to the weighted pool
+        rounds = int(np.clip(extra // max(self.draws, 1), 1, TOP_UP_ROUNDS))
+        for k in range(rounds if extra > 0 else 0):
+            if k > 0:
+                X, _, _, log_w = pool.weighted()
+                self._refit(X, log_w)
             top_up = _defensive(self.q_ind)
             pool.new_stage(self.mean, self.chol, top_up)
-            X = floatX(self._unwhiten(top_up.sample(extra, self.rng)))
+            n = extra // rounds + (k < extra % rounds)
+            X = floatX(self._unwhiten(top_up.sample(n, self.rng)))
             pool.add(X, *self._evaluate(X))
         X, prior, lik, log_w = pool.weighted()
         if not np.isfinite(log_w).any():
@@ -676,6 +686,19 @@ class KameleonSMC(SMC_KERNEL):
         self.tempered_posterior = X[idx]
         self.prior_logp, self.likelihood_logp = prior[idx], lik[idx]
         self.tempered_posterior_logp = self.prior_logp + self.likelihood_logp
+
+    def _refit(self, X: np.ndarray, log_w: np.ndarray) -> None:
+        """Whitening and independent mixture refitted to ``draws`` points resampled from the
+        weighted pool; kept as they are while the pool's Kish ESS is below ``10 d`` (a fit to
+        fewer distinct points would be too narrow)."""
+        if not np.isfinite(log_w).any() or kish_ess(log_w) < 10 * X.shape[1]:
+            return
+        Xr = X[resample_indices(log_w, self.draws, self.rng)]
+        cov = np.atleast_2d(np.cov(Xr, rowvar=False, ddof=0))
+        self.mean = Xr.mean(axis=0)
+        self.chol = safe_cholesky(cov + 1e-10 * np.mean(np.diag(cov)) * np.eye(len(cov)))[0]
+        self.q_ind = GaussianMixture.fit_clusters(self._whiten(Xr), self.n_clusters, self.rng,
+                                                  self.global_weight, self.em_iters)
 
     def _chain_length(self) -> int | None:
         """``P`` of waste-free SMC (``None``: off).  ``True`` gives chains of about 20 steps
