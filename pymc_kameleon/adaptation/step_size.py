@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .robbins_monro import _FIELD_NAMES, check_robbins_monro, log_scale_step
+from .robbins_monro import FIELD_NAMES, check_robbins_monro, log_scale_step
 
 __all__ = ["AnchoredStepSize"]
 
@@ -100,7 +100,7 @@ class AnchoredStepSize:
 
     def __post_init__(self) -> None:
         check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
-                            names=_FIELD_NAMES)
+                            names=FIELD_NAMES)
         if not 0.0 < self.lower <= 1.0 <= self.upper < np.inf:
             raise ValueError(f"need 0 < lower <= 1 <= upper < inf, got {self.lower}, "
                              f"{self.upper}")
