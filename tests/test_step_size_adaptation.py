@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_kameleon.adaptation import AnchoredStepSize, RobbinsMonro, noise_acceptance_cap
+from pymc_kameleon.adaptation import AnchoredStepSize, RobbinsMonro
 from pymc_kameleon.math.hmc import hamiltonian_accept_prob, leapfrog
 from pymc_kameleon.math.rff import RandomFourierFeatures
 from pymc_kameleon.math.score_matching import (
@@ -66,15 +66,6 @@ def test_without_anchor_statistic_the_band_is_fixed_around_the_initial_value():
 def test_invalid_arguments(kwargs):
     with pytest.raises(ValueError):
         AnchoredStepSize(**kwargs)
-
-
-def test_noise_acceptance_cap_matches_simulation():
-    rng = np.random.default_rng(2)
-    for sigma in (0.5, 1.2, 2.0):
-        stored = rng.normal(sigma**2 / 2, sigma, 200000)  # stationary (size-biased) noise
-        fresh = rng.normal(-(sigma**2) / 2, sigma, 200000)
-        sim = np.mean(np.exp(np.minimum(fresh - stored, 0.0)))
-        assert noise_acceptance_cap(sigma) == pytest.approx(sim, abs=0.005)
 
 
 def test_hamiltonian_accept_prob():

@@ -1,5 +1,5 @@
-"""The warm-up kernel (adaptation.warmup_kernel) against independent computations, and
-RandomWalkStep._propose as that kernel's walk."""
+"""The warm-up kernel (adaptation.warmup_kernel) against independent computations, and the
+steps that use it."""
 
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ from pymc_kameleon.adaptation.warmup_kernel import (
     WarmupKernel,
     random_walk_target,
 )
-from pymc_kameleon.pseudo_marginal import pseudo_marginal_potential
-from pymc_kameleon.steps.base import ChainState
 
 COV = np.array([[2.0, 0.6], [0.6, 0.5]])
 
@@ -110,53 +108,38 @@ def test_final_freezes_the_walk_and_returns_its_map():
     assert precond is state.precond and state.window is None
 
 
-def test_random_walk_propose_is_the_warmup_walk_with_its_proposal_densities():
-    with pm.Model():
-        pm.MvNormal("x", mu=np.zeros(2), cov=COV)
-        step = RandomWalkStep(rng=3)
-        point = {"x": np.array([0.3, -0.2])}
-        for _ in range(40):  # past the first windows: a map that is not the identity
-            point = step.step(point)[0]
-    w = step._warm  # the proposal and MH correction of _propose at the chain's state
-    assert not np.allclose(w.precond.chol, np.eye(2))
-    u = w.precond.to_u(w.x)
-    expected_rng = copy.deepcopy(step.rng)
-    proposal, info = step._propose(ChainState(u, w.logp))
-    s = w.walk.rw.value
-    np.testing.assert_array_equal(proposal.position,
-                                  u + s * expected_rng.standard_normal(2))
-    assert info == {}
-    # the log correction is log q(x | x*) - log q(x* | x) of the walk N(x, s^2 L L^T) in
-    # model coordinates (and in whitened ones, N(u, s^2 I): the Jacobian cancels)
-    x_new = w.precond.to_x(proposal.position)
-    q = s**2 * w.precond.cov
-    log_fwd = multivariate_normal(w.x, q).logpdf(x_new)
-    log_rev = multivariate_normal(x_new, q).logpdf(w.x)
-    assert proposal.log_correction == pytest.approx(log_rev - log_fwd, abs=1e-12)
-    log_fwd_u = multivariate_normal(u, s**2 * np.eye(2)).logpdf(proposal.position)
-    log_rev_u = multivariate_normal(proposal.position, s**2 * np.eye(2)).logpdf(u)
-    assert proposal.log_correction == pytest.approx(log_rev_u - log_fwd_u, abs=1e-12)
+def test_propose_is_a_symmetric_walk_with_the_scale_in_whitened_coordinates():
+    kernel, state, _ = _fed_kernel()  # past the first windows: a map that is not the identity
+    assert not np.allclose(state.precond.chol, np.eye(2))
+    x = np.array([0.4, -0.7])
+    u = state.precond.to_u(x)
+    rng = np.random.default_rng(3)
+    expected_rng = copy.deepcopy(rng)
+    u_new = kernel.propose(state, u, rng)
+    s = state.rw.value
+    np.testing.assert_array_equal(u_new, u + s * expected_rng.standard_normal(2))
+    # log q(x | x*) - log q(x* | x) of the walk N(x, s^2 L L^T) in model coordinates, and
+    # of N(u, s^2 I) in whitened ones, is 0 (the map's Jacobian cancels): no correction
+    x_new = state.precond.to_x(u_new)
+    q = s**2 * state.precond.cov
+    log_fwd = multivariate_normal(x, q).logpdf(x_new)
+    log_rev = multivariate_normal(x_new, q).logpdf(x)
+    assert log_rev - log_fwd == pytest.approx(0.0, abs=1e-12)
+    log_fwd_u = multivariate_normal(u, s**2 * np.eye(2)).logpdf(u_new)
+    log_rev_u = multivariate_normal(u_new, s**2 * np.eye(2)).logpdf(u)
+    assert log_rev_u - log_fwd_u == pytest.approx(0.0, abs=1e-12)
+    # a smaller stage scales the same draw by its factor
+    half = kernel.propose(state, u, np.random.default_rng(5), factor=0.5)
+    np.testing.assert_array_equal(half, u + 0.5 * s * np.random.default_rng(5).standard_normal(2))
 
 
-def test_random_walk_propose_probes_in_place_with_a_noisy_log_density():
-    with pm.Model():
-        mu = pm.Normal("mu", 0.0, 1.0)
-        pseudo_marginal_potential("lik", lambda m, rng: -0.5 * m**2 + rng.normal(0, 0.3), mu)
-        step = RandomWalkStep(rng=1)
-        step.step({"mu": np.array(0.1)})
-    w = step._warm  # unit test of the probe rule: sets the iteration count it reads
-    assert w.noisy
-    u = w.precond.to_u(w.x)
-    w.iteration = PROBE_EVERY - 1
-    probe, _ = step._propose(ChainState(u, w.logp))
-    np.testing.assert_array_equal(probe.position, u)
-    w.iteration = PROBE_EVERY
-    walk, _ = step._propose(ChainState(u, w.logp))
-    assert not np.array_equal(walk.position, u)
-    step.stop_tuning()  # no probes after tuning
-    w.iteration = PROBE_EVERY - 1
-    frozen, _ = step._propose(ChainState(u, w.logp))
-    assert not np.array_equal(frozen.position, u)
+def test_a_probe_proposes_the_current_point_once_in_probe_every_with_a_noisy_density():
+    kernel, state, _ = _fed_kernel()
+    u = np.array([0.2, -0.1])
+    probes = [i for i in range(3 * PROBE_EVERY) if kernel.probe(i, noisy=True)]
+    assert probes == [PROBE_EVERY - 1, 2 * PROBE_EVERY - 1, 3 * PROBE_EVERY - 1]
+    assert not any(kernel.probe(i, noisy=False) for i in range(3 * PROBE_EVERY))
+    np.testing.assert_array_equal(kernel.propose(state, u, np.random.default_rng(0), probe=True), u)
 
 
 def test_a_kernel_step_hands_over_after_the_warmup():

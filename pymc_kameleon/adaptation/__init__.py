@@ -21,7 +21,7 @@ All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
 from .selection import TrialSelection
-from .step_size import AnchoredStepSize, noise_acceptance_cap
+from .step_size import AnchoredStepSize
 
 __all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "TrialSelection",
-           "check_robbins_monro", "log_scale_step", "noise_acceptance_cap"]
+           "check_robbins_monro", "log_scale_step"]

@@ -19,7 +19,7 @@ import numpy as np
 __all__ = ["RobbinsMonro", "check_robbins_monro", "log_scale_step"]
 
 LOG_BOUND = 60.0  # keeps exp(log scale) finite whatever the acceptance history
-_FIELD_NAMES = ("initial", "target", "exponent")  # of RobbinsMonro and AnchoredStepSize
+FIELD_NAMES = ("initial", "target", "exponent")  # of RobbinsMonro and AnchoredStepSize
 
 
 def check_robbins_monro(*, initial: float | None = None, target: float | None = None,
@@ -140,7 +140,7 @@ class RobbinsMonro:
 
     def __post_init__(self) -> None:
         check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
-                            names=_FIELD_NAMES)
+                            names=FIELD_NAMES)
         if not 0.0 <= self.lower <= self.upper:
             raise ValueError(f"RobbinsMonro: need 0 <= lower <= upper, got {self.lower}, "
                              f"{self.upper}")

@@ -38,42 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .robbins_monro import _FIELD_NAMES, check_robbins_monro, log_scale_step
+from .robbins_monro import FIELD_NAMES, check_robbins_monro, log_scale_step
 
-__all__ = ["AnchoredStepSize", "noise_acceptance_cap"]
-
-
-def noise_acceptance_cap(sigma: float) -> float:
-    """Acceptance probability of a zero-length pseudo-marginal move at stationarity.
-
-    For log-likelihood noise ``W ~ N(-sigma^2/2, sigma^2)`` the stored value at stationarity is
-    ``N(sigma^2/2, sigma^2)``, so the log ratio of a fresh and the stored estimate is
-    ``N(-sigma^2, 2 sigma^2)`` and ``E[min(1, e^Z)] = 2 Phi(-sigma / sqrt(2))``: no step size
-    can push the acceptance rate above this.
-
-    Parameters
-    ----------
-    sigma : float
-        Standard deviation of the log-likelihood noise (``>= 0``).
-
-    Returns
-    -------
-    float
-
-    References
-    ----------
-    .. [1] Doucet, A., Pitt, M. K., Deligiannidis, G., Kohn, R. (2015). Efficient
-       implementation of Markov chain Monte Carlo when using an unbiased likelihood
-       estimator. Biometrika 102(2), 295-313, Section 3.
-
-    Examples
-    --------
-    >>> round(noise_acceptance_cap(2.0), 3)
-    0.157
-    """
-    from scipy.stats import norm
-
-    return float(2.0 * norm.cdf(-float(sigma) / np.sqrt(2.0)))
+__all__ = ["AnchoredStepSize"]
 
 
 @dataclass
@@ -133,7 +100,7 @@ class AnchoredStepSize:
 
     def __post_init__(self) -> None:
         check_robbins_monro(initial=self.initial, target=self.target, exponent=self.exponent,
-                            names=_FIELD_NAMES)
+                            names=FIELD_NAMES)
         if not 0.0 < self.lower <= 1.0 <= self.upper < np.inf:
             raise ValueError(f"need 0 < lower <= 1 <= upper < inf, got {self.lower}, "
                              f"{self.upper}")

@@ -19,10 +19,11 @@
   estimators, ``SamplingError`` on a bad start.
 
 A sampler subclasses it and implements, all in whitened coordinates:
-``_initial_adapt_state`` (everything it adapts, as one object), ``_propose``,
-``_adapt_step`` (per tuning iteration: record, accumulate), ``_begin_tuning_draw`` (per
-tuning draw: apply batched adaptation, refresh) and ``_tuning_stats`` (the tuned values it
-reports).  The split mirrors BlackJAX's ``State(position, logdensity)`` / ``Info(...)``.
+``_initial_adapt_state`` (everything it adapts, as one object), ``_propose`` (if it
+hands over after the warm-up), ``_adapt_step`` (per tuning iteration: record, accumulate),
+``_begin_tuning_draw`` (per tuning draw: apply batched adaptation, refresh) and
+``_tuning_stats`` (the tuned values it reports).  The split mirrors BlackJAX's
+``State(position, logdensity)`` / ``Info(...)``.
 
 Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal
 (none when the proposal is rejected outright, e.g. a diverged trajectory); the current value
@@ -341,9 +342,13 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
     def _initial_adapt_state(self) -> Any:
         """A fresh object holding everything the sampler adapts (and caches)."""
 
-    @abstractmethod
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        """Propose from ``state`` (whitened coordinates); return it and per-iteration stats."""
+        """Propose from ``state`` (whitened coordinates); return it and per-iteration stats.
+
+        Called only in the kernel phase: a sampler with ``_has_kernel_phase = False`` keeps
+        the warm-up walk and need not implement it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no kernel phase")
 
     def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
         """Record one tuning iteration of the sampler (history, accumulators)."""

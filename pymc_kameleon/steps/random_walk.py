@@ -10,7 +10,7 @@ from ..adaptation import check_robbins_monro
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import random_walk_target
 from ..math.delayed_rejection import gaussian_log_density, second_stage_log_ratio
-from .base import BaseKernelStep, ChainState, Proposal
+from .base import BaseKernelStep, ChainState
 
 __all__ = ["RandomWalkStep"]
 
@@ -137,13 +137,6 @@ class RandomWalkStep(BaseKernelStep):
 
     def _initial_adapt_state(self) -> None:
         return None
-
-    def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        """The warm-up kernel's walk from ``state`` (the step base calls it as the warm-up;
-        while tuning with a noisy log density, one iteration in ten is a probe)."""
-        w = self._warm
-        probe = self.tune and self._walk.probe(w.iteration, w.noisy)
-        return self._walk_proposal(state, probe), {}
 
     def astep(self, q0):
         self._dr_counts = [0, 0]  # second stages proposed and accepted in this draw
