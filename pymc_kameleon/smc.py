@@ -42,7 +42,8 @@ __all__ = ["KameleonSMC", "check_proper_priors"]
 #: Target acceptance rate of the scale adaptation (thesis Section 5.3).
 TARGET_ACCEPT = 0.234
 #: Most rounds of the recycling top-up, each of at least ``draws`` points from a mixture
-#: refitted to the weighted pool (measured: docs/benchmarks/smc.md, "Cost settings").
+#: refitted to the weighted pool (measured: docs/benchmarks/smc.md, "Against samplers
+#: outside PyMC").
 TOP_UP_ROUNDS = 8
 
 
@@ -544,11 +545,7 @@ class KameleonSMC(SMC_KERNEL):
         if np.isfinite(self.acc_local):
             self.log_nu += self.learning_rate * (self.acc_local - TARGET_ACCEPT)
         X = self.tempered_posterior
-        self.mean = X.mean(axis=0)
-        cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=0))
-        if not np.all(np.isfinite(cov)):
-            raise ValueError('Sample covariances not valid! Likely "draws" is too small!')
-        self.chol = safe_cholesky(cov + 1e-10 * np.mean(np.diag(cov)) * np.eye(len(cov)))[0]
+        self._set_whitening(X)
         U = self._whiten(X)
         n = min(self.n_subsample, len(U))
         self.Z = U[self.rng.choice(len(U), size=n, replace=False)]
@@ -559,8 +556,7 @@ class KameleonSMC(SMC_KERNEL):
         trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
         base = 2.38**2 / trace if trace > 0 else 1.0
         self.nu2 = base * np.exp(2.0 * self.log_nu)
-        self.q_ind = GaussianMixture.fit_clusters(U, self.n_clusters, self.rng,
-                                                   self.global_weight, self.em_iters)
+        self.q_ind = self._fit_mixture(U)
         if self._pool is not None:
             self._pool.new_stage(self.mean, self.chol, self.q_ind)
 
@@ -658,7 +654,7 @@ class KameleonSMC(SMC_KERNEL):
 
     def _output_recycled(self) -> None:
         """The posterior as ``recycle`` draws resampled from the importance sample of every
-        stage's independent proposals, topped up from the last stage's mixture."""
+        stage's independent proposals, topped up in rounds from refitted mixtures."""
         pool = self._pool
         # at least a quarter of the draws from the rounds: they correct lagging particles
         extra = int(min(max(self.recycle - pool.size, self.recycle // 4), self._budget_left()))
@@ -694,11 +690,21 @@ class KameleonSMC(SMC_KERNEL):
         if not np.isfinite(log_w).any() or kish_ess(log_w) < 10 * X.shape[1]:
             return
         Xr = X[resample_indices(log_w, self.draws, self.rng)]
-        cov = np.atleast_2d(np.cov(Xr, rowvar=False, ddof=0))
-        self.mean = Xr.mean(axis=0)
+        self._set_whitening(Xr)
+        self.q_ind = self._fit_mixture(self._whiten(Xr))
+
+    def _set_whitening(self, X: np.ndarray) -> None:
+        """Mean and Cholesky factor of the covariance of ``X`` (the whitening)."""
+        self.mean = X.mean(axis=0)
+        cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=0))
+        if not np.all(np.isfinite(cov)):
+            raise ValueError('Sample covariances not valid! Likely "draws" is too small!')
         self.chol = safe_cholesky(cov + 1e-10 * np.mean(np.diag(cov)) * np.eye(len(cov)))[0]
-        self.q_ind = GaussianMixture.fit_clusters(self._whiten(Xr), self.n_clusters, self.rng,
-                                                  self.global_weight, self.em_iters)
+
+    def _fit_mixture(self, U: np.ndarray) -> GaussianMixture:
+        """The independent proposal: a Gaussian mixture fitted to whitened points ``U``."""
+        return GaussianMixture.fit_clusters(U, self.n_clusters, self.rng, self.global_weight,
+                                            self.em_iters)
 
     def _chain_length(self) -> int | None:
         """``P`` of waste-free SMC (``None``: off).  ``True`` gives chains of about 20 steps
