@@ -294,7 +294,8 @@ class KameleonSMC(SMC_KERNEL):
     waste_free : bool or int, default False
         Waste-free stages with chains of ``P`` states (``True``: ``P`` chosen).
     recycle : int, optional
-        Return this many draws resampled from the recycled importance sample.
+        Spend this many more evaluations on adaptive importance-sampling rounds after the
+        last stage, and return this many draws resampled from the importance sample.
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
     **kwargs
@@ -656,8 +657,9 @@ class KameleonSMC(SMC_KERNEL):
         """The posterior as ``recycle`` draws resampled from the importance sample of every
         stage's independent proposals, topped up in rounds from refitted mixtures."""
         pool = self._pool
-        # at least a quarter of the draws from the rounds: they correct lagging particles
-        extra = int(min(max(self.recycle - pool.size, self.recycle // 4), self._budget_left()))
+        # R new evaluations whatever the stages' pool holds: a stage pool's Kish ESS is a
+        # small share of its size, a round's nearly all of it (docs/benchmarks/smc.md)
+        extra = int(min(self.recycle, self._budget_left()))
         # adaptive importance sampling: each round refits the mixture to the weighted pool
         rounds = int(np.clip(extra // max(self.draws, 1), 1, TOP_UP_ROUNDS))
         for k in range(rounds if extra > 0 else 0):

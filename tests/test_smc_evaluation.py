@@ -297,6 +297,18 @@ def test_recycled_draws_and_evidence_on_a_conjugate_model(conjugate, monkeypatch
     assert (sum(ok) >= 3) != broken, (ok, lev, exact)
 
 
+def test_recycling_costs_exactly_recycle_more_evaluations(curved):
+    """``recycle=R`` leaves the stages as they are and adds exactly ``R`` evaluations (the
+    rounds), within a budget: the cost a user plans with."""
+    plain, recycled = _smc(curved, seed=5), _smc(curved, seed=5, recycle=700)
+    np.testing.assert_array_equal(_stat(plain, "beta"), _stat(recycled, "beta"))
+    assert _stat(recycled, "n_evals").sum() == _stat(plain, "n_evals").sum() + 700
+    assert group_dataset(recycled, "posterior")["x"].shape[1] == 700
+    budget = int(_stat(plain, "n_evals").sum()) + 300
+    capped = _smc(curved, seed=5, recycle=700, max_evals=budget)
+    assert _stat(capped, "n_evals").sum() == budget
+
+
 def test_progress_bar_shows_the_chain_evaluations(curved):
     """PyMC's progress-bar hook: "-" before the chain runs here, then its evaluations."""
     with curved:
