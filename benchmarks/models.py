@@ -6,9 +6,10 @@
   shares.
 * :func:`gaussian_model`, :func:`gaussian_mixture_model`: Gaussian targets with known
   moments and, for the mixture, a known log evidence (0).
-* :class:`CountingLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
-  ``Op`` without gradient that counts its evaluations, to compare samplers by the number of
-  target evaluations they spend and to check the one-evaluation-per-iteration contract.
+* :class:`NumpyLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
+  ``Op`` without gradient, in a model whose evaluations the suite's
+  :class:`~benchmarks.suite.counting.EvalCounter` counts, to compare samplers by the number
+  of target evaluations they spend and to check the one-evaluation-per-iteration contract.
   (Users read the steps' ``n_evals`` stat instead.)
 
 References
@@ -34,8 +35,10 @@ from pytensor.graph.op import Op
 from pymc_kameleon.models.factories import _vector
 from pymc_kameleon.models.targets import _LOG_2PI, _check_dim, _check_positive
 
+from .suite.counting import EvalCounter, add_counter
+
 __all__ = [
-    "CountingLogp",
+    "NumpyLogp",
     "counted_model",
     "flower_model",
     "gaussian_mixture_model",
@@ -209,21 +212,14 @@ def gaussian_model(cov: ArrayLike, mean: ArrayLike | None = None, name: str = "x
     return model
 
 
-class CountingLogp(Op):
-    """PyTensor ``Op`` computing ``fn(x)`` for a vector ``x``, counting its evaluations.
+class NumpyLogp(Op):
+    """PyTensor ``Op`` computing ``fn(x)`` for a vector ``x``: a NumPy log density in a model.
 
-    ``fn`` maps a 1-d float array to a float (a log density); it receives a copy of the input,
-    so it may modify it.  Every evaluation (every call of ``perform``) increments
-    :attr:`count`.  The ``Op`` has no gradient (gradient-based samplers are not assigned to
-    it), and it deliberately defines no ``__props__``: two instances are never equal, so
-    PyTensor never merges two counters, even around the same function.  It pickles with
-    ``cloudpickle`` (``fn`` must be picklable by it), keeping ``fn`` and the count.
-
-    Counting caveats: PyMC evaluates the model's log density outside the sampling loop too
-    (e.g. the initial-point check in ``pm.sample``), so set ``op.count = 0`` (or call
-    :meth:`reset`) right before the run to measure, and read it right after.  Parallel chains
-    (``cores > 1``) run in other processes on copies of the ``Op``; counts only accumulate in
-    the calling process with ``cores=1``.
+    ``fn`` maps a 1-d float array to a float; it receives a copy of the input, so it may
+    modify it.  The ``Op`` has no gradient (gradient-based samplers are not assigned to it).
+    Unlike PyTensor's ``as_op`` it pickles with ``cloudpickle`` whatever ``fn`` is (a lambda,
+    a ``functools.partial``), so its models run with ``cores > 1``.  Count its evaluations
+    with :func:`benchmarks.suite.counting.add_counter` (:func:`counted_model` does).
 
     Parameters
     ----------
@@ -232,53 +228,35 @@ class CountingLogp(Op):
     name : str, optional
         Used in printed graphs.
 
-    Attributes
-    ----------
-    count : int
-        Number of evaluations so far.
-
-    References
-    ----------
-    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
-       Section 5.3.2 (samplers compared at equal numbers of likelihood evaluations).
-
     Examples
     --------
     >>> import pytensor
-    >>> op = CountingLogp(lambda x: -0.5 * float(x @ x))
+    >>> op = NumpyLogp(lambda x: -0.5 * float(x @ x))
     >>> x = pt.dvector("x")
     >>> f = pytensor.function([x], op(x))
-    >>> [float(f(np.ones(3))) for _ in range(2)]
-    [-1.5, -1.5]
-    >>> op.count
-    2
+    >>> float(f(np.ones(3)))
+    -1.5
     """
 
     def __init__(self, fn: Callable[[np.ndarray], float], name: str | None = None):
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "logp")
-        self.count = 0
 
     def __str__(self) -> str:
-        return f"CountingLogp{{{self.name}}}"
-
-    def reset(self) -> None:
-        """Set :attr:`count` to zero."""
-        self.count = 0
+        return f"NumpyLogp{{{self.name}}}"
 
     def make_node(self, x) -> Apply:
         x = pt.as_tensor_variable(x)
         if x.ndim != 1:
-            raise ValueError(f"CountingLogp takes a vector, got a {x.ndim}-d input")
+            raise ValueError(f"NumpyLogp takes a vector, got a {x.ndim}-d input")
         return Apply(self, [x], [pt.dscalar()])
 
     def perform(self, node, inputs, output_storage) -> None:
-        self.count += 1
         value = self.fn(np.array(inputs[0], dtype=float, copy=True))
         output_storage[0][0] = np.asarray(value, dtype="float64").reshape(())
 
     def grad(self, inputs, output_gradients):
-        comment = f"CountingLogp {self.name!r} wraps a NumPy function and has no gradient"
+        comment = f"NumpyLogp {self.name!r} wraps a NumPy function and has no gradient"
         return [grad_not_implemented(self, 0, inputs[0], comment)]
 
 
@@ -287,13 +265,14 @@ def counted_model(
     dim: int,
     initval: ArrayLike | None = None,
     name: str = "x",
-) -> tuple[pm.Model, CountingLogp]:
+) -> tuple[pm.Model, EvalCounter]:
     """PyMC model with log density ``logp_fn`` whose evaluations are counted.
 
     Builds a ``pm.Flat`` vector ``name`` of shape ``(dim,)`` and the potential
-    ``pm.Potential(f"{name}_logp", op(x))`` with ``op = CountingLogp(logp_fn)``.  Reset
-    ``op.count = 0`` right before the run you measure (PyMC evaluates the density while
-    setting up, e.g. to check the initial point) and sample with ``cores=1``.
+    ``pm.Potential(f"{name}_logp", NumpyLogp(logp_fn)(x))``, and the evaluation counter of
+    :func:`benchmarks.suite.counting.add_counter`.  Reset ``op.count = 0`` right before the
+    run you measure (PyMC evaluates the density while setting up, e.g. to check the initial
+    point) and sample with ``cores=1``.
 
     Parameters
     ----------
@@ -311,7 +290,7 @@ def counted_model(
     -------
     model : pymc.Model
         The model.
-    op : CountingLogp
+    op : benchmarks.suite.counting.EvalCounter
         Its counter (``op.count``).
 
     References
@@ -336,8 +315,7 @@ def counted_model(
     init = np.zeros(dim) if initval is None else np.asarray(initval, dtype=float)
     if init.shape != (dim,):
         raise ValueError(f"initval must have shape ({dim},), got {init.shape}")
-    op = CountingLogp(logp_fn)
     with pm.Model() as model:
         x = pm.Flat(name, shape=(dim,), initval=init.copy())
-        pm.Potential(f"{name}_logp", op(x))
-    return model, op
+        pm.Potential(f"{name}_logp", NumpyLogp(logp_fn)(x))
+    return model, add_counter(model)
