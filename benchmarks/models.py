@@ -1,6 +1,6 @@
 """PyMC models of the tests and benchmarks, and honest log-density evaluation counts.
 
-* :func:`flower_model`: the flower target of :mod:`benchmarks.targets` as one ``pm.Flat``
+* :func:`flower_model`: the flower target of :mod:`pymc_kameleon.models.targets` as one ``pm.Flat``
   vector and a PyTensor ``pm.Potential`` (so NUTS runs on it too), like
   :func:`pymc_kameleon.models.banana_model`, whose prior option (``prior_sd``, for SMC) it
   shares.
@@ -32,8 +32,9 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 # the banana model's prior option and argument checks, shared so that both targets agree
-from pymc_kameleon.models.factories import _vector
-from pymc_kameleon.models.targets import _LOG_2PI, _check_dim, _check_positive
+from pymc_kameleon.models.factories import vector_variable
+from pymc_kameleon.models.targets import LOG_2PI
+from pymc_kameleon.validation import check_integral, check_positive
 
 from .suite.counting import EvalCounter, add_counter
 
@@ -58,10 +59,10 @@ def flower_model(
     """PyMC model of the flower target ``F(r0, A, w, s)`` (Sejdinovic et al., 2014).
 
     One variable ``name`` of shape ``(dim,)``: a ``pm.Flat`` and the unnormalised flower log
-    density of :func:`benchmarks.targets.flower_logp` (same constant) as a ``pm.Potential``
-    named ``f"{name}_logp"``.  The initial value lies on the tip of the petal at angle 0,
-    ``x = (max(r0 + A, s), 0, ..., 0)``: at ``x1 = x2 = 0`` the density is finite but the gradient
-    of the radius is not (NUTS would fail there).
+    density of :func:`pymc_kameleon.models.targets.flower_logp` (same constant) as a
+    ``pm.Potential`` named ``f"{name}_logp"``.  The initial value lies on the tip of the petal
+    at angle 0, ``x = (max(r0 + A, s), 0, ..., 0)``: at ``x1 = x2 = 0`` the density is finite
+    but the gradient of the radius is not (NUTS would fail there).
 
     Parameters
     ----------
@@ -74,7 +75,7 @@ def flower_model(
     prior_sd : float, optional
         For SMC: ``x ~ N(0, prior_sd^2 I)`` instead of ``pm.Flat`` and the potential minus
         that log prior; the log evidence is then
-        :func:`benchmarks.targets.flower_log_normaliser`.
+        :func:`pymc_kameleon.models.targets.flower_log_normaliser`.
 
     Returns
     -------
@@ -87,7 +88,7 @@ def flower_model(
 
     Examples
     --------
-    >>> from benchmarks.targets import flower_logp
+    >>> from pymc_kameleon.models.targets import flower_logp
     >>> model = flower_model(dim=4)
     >>> model.initial_point()["x"]
     array([16.,  0.,  0.,  0.])
@@ -95,18 +96,18 @@ def flower_model(
     >>> bool(np.isclose(model.compile_logp()(point), flower_logp(point["x"])))
     True
     """
-    dim = _check_dim(dim)
-    s = _check_positive("s", s)
+    dim = check_integral("dim", dim, minimum=2)
+    s = check_positive("s", s)
     r0, A, w = float(r0), float(A), float(w)
     initval = np.zeros(dim)
     initval[0] = max(r0 + A, s)
     with pm.Model() as model:
-        x, log_prior = _vector(name, dim, initval, prior_sd)
+        x, log_prior = vector_variable(name, dim, initval, prior_sd)
         radius = pt.sqrt(x[0] ** 2 + x[1] ** 2)
         angle = pt.arctan2(x[1], x[0])
         dev = radius - r0 - A * pt.cos(w * angle)
         rest = pt.sum(x[2:] ** 2)
-        const = -0.5 * (dim - 2) * _LOG_2PI
+        const = -0.5 * (dim - 2) * LOG_2PI
         pm.Potential(f"{name}_logp", -0.5 * dev**2 / s**2 - 0.5 * rest + const - log_prior)
     return model
 
@@ -155,9 +156,9 @@ def gaussian_mixture_model(
     K, dim = means.shape
     if sds.shape != (K,) or weights.shape != (K,) or np.any(sds <= 0) or np.any(weights <= 0):
         raise ValueError("need K means, K positive sds and K positive weights")
-    log_w = np.log(weights / weights.sum()) - dim * (0.5 * _LOG_2PI + np.log(sds))
+    log_w = np.log(weights / weights.sum()) - dim * (0.5 * LOG_2PI + np.log(sds))
     with pm.Model() as model:
-        x, log_prior = _vector(name, dim, np.zeros(dim), prior_sd)
+        x, log_prior = vector_variable(name, dim, np.zeros(dim), prior_sd)
         sq = pt.sum((x[None, :] - means) ** 2, axis=1)
         pm.Potential(f"{name}_logp", pt.logsumexp(log_w - 0.5 * sq / sds**2) - log_prior)
     return model

@@ -1,8 +1,8 @@
 """Tests of the synthetic targets and model factories.
 
-The banana (``pymc_kameleon.models.targets``, ``pymc_kameleon.models``) ships with the package;
-the flower, the Gaussians and the counting log density are the benchmarks' (``benchmarks.targets``,
-``benchmarks.models``).
+The banana and the flower (``pymc_kameleon.models.targets``, ``pymc_kameleon.models``) ship with
+the package; the flower's model, the Gaussians and the counted model are the benchmarks'
+(``benchmarks.models``).
 
 The flower sampler is checked against marginals obtained by brute-force integration of
 ``flower_logp`` on a fine *Cartesian* grid, which shares nothing with the sampler (no polar
@@ -23,22 +23,20 @@ from scipy import stats
 
 from benchmarks.models import NumpyLogp, counted_model, flower_model, gaussian_model
 from benchmarks.suite.counting import find_counter
-from benchmarks.targets import (
-    _sample_radius,  # the conditional sampler, tested directly
-    flower_log_normaliser,
-    flower_logp,
-    flower_sample,
-    quantile_coverage,
-    quantile_coverage_error,
-)
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.targets import (
     QUANTILE_LEVELS,
+    _sample_radius,  # the conditional sampler, tested directly
     banana_coverage,
     banana_coverage_error,
     banana_logp,
     banana_sample,
     banana_to_standard,
+    flower_log_normaliser,
+    flower_logp,
+    flower_sample,
+    quantile_coverage,
+    quantile_coverage_error,
 )
 
 P_MIN = 1e-3  # p-value threshold of the goodness-of-fit tests (fixed seeds: deterministic)
