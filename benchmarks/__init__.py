@@ -1,9 +1,9 @@
 """Benchmarks of the pymc-kameleon step methods against PyMC's samplers.
 
 * :mod:`benchmarks.common`: targets, the sampler registry and the single-chain runner.
-* :mod:`benchmarks.targets`, :mod:`benchmarks.models`: the flower target, the Gaussians and
-  the counting log density that the benchmarks and the tests use (the banana ships with the
-  package, :mod:`pymc_kameleon.models`).
+* :mod:`benchmarks.models`: the flower's model, the Gaussians and the counted model that the
+  benchmarks and the tests use (the banana and flower targets ship with the package,
+  :mod:`pymc_kameleon.models.targets`).
 * :mod:`benchmarks.synthetic`: ``python -m benchmarks.synthetic --target ...`` (tables, plots).
 * :mod:`benchmarks.plots`: the figures written by the synthetic benchmark.
 * :mod:`benchmarks.cost_per_step`: ``python -m benchmarks.cost_per_step`` (per-step cost).

@@ -32,10 +32,16 @@ import pymc as pm
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import as_dataset, group_dataset
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.models.targets import banana_coverage_error, banana_logp, banana_sample
+from pymc_kameleon.models.targets import (
+    banana_coverage_error,
+    banana_logp,
+    banana_sample,
+    flower_logp,
+    flower_sample,
+    quantile_coverage_error,
+)
 
 from .models import counted_model, flower_model
-from .targets import flower_logp, flower_sample, quantile_coverage_error
 
 __all__ = [
     "SAMPLERS",

@@ -51,7 +51,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import group_dataset, start_chain
-from pymc_kameleon.math._compiled import HAVE_NUMBA
+from pymc_kameleon.math.compiled import HAVE_NUMBA
 from pymc_kameleon.models import banana_model
 
 from .common import quiet_pymc

@@ -21,7 +21,7 @@ import argparse
 import numpy as np
 import pymc as pm
 
-from pymc_kameleon import KernelHMCStep
+from pymc_kameleon import KernelHMCStep, StepInfo
 
 from .common import quiet_pymc
 from .suite.models import MODELS
@@ -33,22 +33,23 @@ BINS = (0.0, 5.0, 10.0, 20.0, 40.0, 100.0, np.inf)
 
 
 class RecordingKernelHMC(KernelHMCStep):
-    """KernelHMCStep that records (length, accepted, acceptance probability) of every
-    evaluated proposal of the kernel phase: trajectories and the random-walk iterations
-    mixed in (not the warm-up's walk, nor the trajectories rejected unevaluated, which
-    ``n_diverged`` counts)."""
+    """KernelHMCStep that records (length in whitened coordinates, accepted, acceptance
+    probability) of every evaluated proposal of the kernel phase, through its ``callback``:
+    trajectories and the random-walk iterations mixed in (not the warm-up's walk, nor the
+    trajectories rejected unevaluated, which ``n_diverged`` counts)."""
 
     def __init__(self, *args, **kwargs):
         self.records: list[tuple[float, bool, float]] = []
-        super().__init__(*args, **kwargs)
+        self.previous: np.ndarray | None = None  # the chain's point before the iteration
+        super().__init__(*args, callback=self.record, **kwargs)
 
-    def _mh(self, state, proposal):
-        out = super()._mh(state, proposal)
-        if self._warm.phase == "kernel" and proposal.log_correction != -np.inf:
-            jump = float(np.linalg.norm(np.asarray(proposal.position)
-                                        - np.asarray(state.position)))
-            self.records.append((jump, bool(out[2]), float(out[1])))
-        return out
+    def record(self, info: StepInfo) -> None:
+        before, self.previous = self.previous, info.position
+        if info.phase != "kernel" or info.proposal is None or before is None:
+            return
+        to_u = self.preconditioner.to_u  # frozen in the kernel phase
+        jump = float(np.linalg.norm(to_u(info.proposal) - to_u(before)))
+        self.records.append((jump, info.accepted, info.accept_prob))
 
 
 def main(argv: list[str] | None = None) -> np.ndarray:

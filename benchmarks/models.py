@@ -1,14 +1,15 @@
 """PyMC models of the tests and benchmarks, and honest log-density evaluation counts.
 
-* :func:`flower_model`: the flower target of :mod:`benchmarks.targets` as one ``pm.Flat``
+* :func:`flower_model`: the flower target of :mod:`pymc_kameleon.models.targets` as one ``pm.Flat``
   vector and a PyTensor ``pm.Potential`` (so NUTS runs on it too), like
   :func:`pymc_kameleon.models.banana_model`, whose prior option (``prior_sd``, for SMC) it
   shares.
 * :func:`gaussian_model`, :func:`gaussian_mixture_model`: Gaussian targets with known
   moments and, for the mixture, a known log evidence (0).
-* :class:`CountingLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
-  ``Op`` without gradient that counts its evaluations, to compare samplers by the number of
-  target evaluations they spend and to check the one-evaluation-per-iteration contract.
+* :class:`NumpyLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
+  ``Op`` without gradient, in a model whose evaluations the suite's
+  :class:`~benchmarks.suite.counting.EvalCounter` counts, to compare samplers by the number
+  of target evaluations they spend and to check the one-evaluation-per-iteration contract.
   (Users read the steps' ``n_evals`` stat instead.)
 
 References
@@ -31,11 +32,14 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 # the banana model's prior option and argument checks, shared so that both targets agree
-from pymc_kameleon.models.factories import _vector
-from pymc_kameleon.models.targets import _LOG_2PI, _check_dim, _check_positive
+from pymc_kameleon.models.factories import vector_variable
+from pymc_kameleon.models.targets import LOG_2PI
+from pymc_kameleon.validation import check_integral, check_positive
+
+from .suite.counting import EvalCounter, add_counter
 
 __all__ = [
-    "CountingLogp",
+    "NumpyLogp",
     "counted_model",
     "flower_model",
     "gaussian_mixture_model",
@@ -55,10 +59,10 @@ def flower_model(
     """PyMC model of the flower target ``F(r0, A, w, s)`` (Sejdinovic et al., 2014).
 
     One variable ``name`` of shape ``(dim,)``: a ``pm.Flat`` and the unnormalised flower log
-    density of :func:`benchmarks.targets.flower_logp` (same constant) as a ``pm.Potential``
-    named ``f"{name}_logp"``.  The initial value lies on the tip of the petal at angle 0,
-    ``x = (max(r0 + A, s), 0, ..., 0)``: at ``x1 = x2 = 0`` the density is finite but the gradient
-    of the radius is not (NUTS would fail there).
+    density of :func:`pymc_kameleon.models.targets.flower_logp` (same constant) as a
+    ``pm.Potential`` named ``f"{name}_logp"``.  The initial value lies on the tip of the petal
+    at angle 0, ``x = (max(r0 + A, s), 0, ..., 0)``: at ``x1 = x2 = 0`` the density is finite
+    but the gradient of the radius is not (NUTS would fail there).
 
     Parameters
     ----------
@@ -71,7 +75,7 @@ def flower_model(
     prior_sd : float, optional
         For SMC: ``x ~ N(0, prior_sd^2 I)`` instead of ``pm.Flat`` and the potential minus
         that log prior; the log evidence is then
-        :func:`benchmarks.targets.flower_log_normaliser`.
+        :func:`pymc_kameleon.models.targets.flower_log_normaliser`.
 
     Returns
     -------
@@ -84,7 +88,7 @@ def flower_model(
 
     Examples
     --------
-    >>> from benchmarks.targets import flower_logp
+    >>> from pymc_kameleon.models.targets import flower_logp
     >>> model = flower_model(dim=4)
     >>> model.initial_point()["x"]
     array([16.,  0.,  0.,  0.])
@@ -92,18 +96,18 @@ def flower_model(
     >>> bool(np.isclose(model.compile_logp()(point), flower_logp(point["x"])))
     True
     """
-    dim = _check_dim(dim)
-    s = _check_positive("s", s)
+    dim = check_integral("dim", dim, minimum=2)
+    s = check_positive("s", s)
     r0, A, w = float(r0), float(A), float(w)
     initval = np.zeros(dim)
     initval[0] = max(r0 + A, s)
     with pm.Model() as model:
-        x, log_prior = _vector(name, dim, initval, prior_sd)
+        x, log_prior = vector_variable(name, dim, initval, prior_sd)
         radius = pt.sqrt(x[0] ** 2 + x[1] ** 2)
         angle = pt.arctan2(x[1], x[0])
         dev = radius - r0 - A * pt.cos(w * angle)
         rest = pt.sum(x[2:] ** 2)
-        const = -0.5 * (dim - 2) * _LOG_2PI
+        const = -0.5 * (dim - 2) * LOG_2PI
         pm.Potential(f"{name}_logp", -0.5 * dev**2 / s**2 - 0.5 * rest + const - log_prior)
     return model
 
@@ -152,9 +156,9 @@ def gaussian_mixture_model(
     K, dim = means.shape
     if sds.shape != (K,) or weights.shape != (K,) or np.any(sds <= 0) or np.any(weights <= 0):
         raise ValueError("need K means, K positive sds and K positive weights")
-    log_w = np.log(weights / weights.sum()) - dim * (0.5 * _LOG_2PI + np.log(sds))
+    log_w = np.log(weights / weights.sum()) - dim * (0.5 * LOG_2PI + np.log(sds))
     with pm.Model() as model:
-        x, log_prior = _vector(name, dim, np.zeros(dim), prior_sd)
+        x, log_prior = vector_variable(name, dim, np.zeros(dim), prior_sd)
         sq = pt.sum((x[None, :] - means) ** 2, axis=1)
         pm.Potential(f"{name}_logp", pt.logsumexp(log_w - 0.5 * sq / sds**2) - log_prior)
     return model
@@ -209,21 +213,14 @@ def gaussian_model(cov: ArrayLike, mean: ArrayLike | None = None, name: str = "x
     return model
 
 
-class CountingLogp(Op):
-    """PyTensor ``Op`` computing ``fn(x)`` for a vector ``x``, counting its evaluations.
+class NumpyLogp(Op):
+    """PyTensor ``Op`` computing ``fn(x)`` for a vector ``x``: a NumPy log density in a model.
 
-    ``fn`` maps a 1-d float array to a float (a log density); it receives a copy of the input,
-    so it may modify it.  Every evaluation (every call of ``perform``) increments
-    :attr:`count`.  The ``Op`` has no gradient (gradient-based samplers are not assigned to
-    it), and it deliberately defines no ``__props__``: two instances are never equal, so
-    PyTensor never merges two counters, even around the same function.  It pickles with
-    ``cloudpickle`` (``fn`` must be picklable by it), keeping ``fn`` and the count.
-
-    Counting caveats: PyMC evaluates the model's log density outside the sampling loop too
-    (e.g. the initial-point check in ``pm.sample``), so set ``op.count = 0`` (or call
-    :meth:`reset`) right before the run to measure, and read it right after.  Parallel chains
-    (``cores > 1``) run in other processes on copies of the ``Op``; counts only accumulate in
-    the calling process with ``cores=1``.
+    ``fn`` maps a 1-d float array to a float; it receives a copy of the input, so it may
+    modify it.  The ``Op`` has no gradient (gradient-based samplers are not assigned to it).
+    Unlike PyTensor's ``as_op`` it pickles with ``cloudpickle`` whatever ``fn`` is (a lambda,
+    a ``functools.partial``), so its models run with ``cores > 1``.  Count its evaluations
+    with :func:`benchmarks.suite.counting.add_counter` (:func:`counted_model` does).
 
     Parameters
     ----------
@@ -232,53 +229,35 @@ class CountingLogp(Op):
     name : str, optional
         Used in printed graphs.
 
-    Attributes
-    ----------
-    count : int
-        Number of evaluations so far.
-
-    References
-    ----------
-    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL,
-       Section 5.3.2 (samplers compared at equal numbers of likelihood evaluations).
-
     Examples
     --------
     >>> import pytensor
-    >>> op = CountingLogp(lambda x: -0.5 * float(x @ x))
+    >>> op = NumpyLogp(lambda x: -0.5 * float(x @ x))
     >>> x = pt.dvector("x")
     >>> f = pytensor.function([x], op(x))
-    >>> [float(f(np.ones(3))) for _ in range(2)]
-    [-1.5, -1.5]
-    >>> op.count
-    2
+    >>> float(f(np.ones(3)))
+    -1.5
     """
 
     def __init__(self, fn: Callable[[np.ndarray], float], name: str | None = None):
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "logp")
-        self.count = 0
 
     def __str__(self) -> str:
-        return f"CountingLogp{{{self.name}}}"
-
-    def reset(self) -> None:
-        """Set :attr:`count` to zero."""
-        self.count = 0
+        return f"NumpyLogp{{{self.name}}}"
 
     def make_node(self, x) -> Apply:
         x = pt.as_tensor_variable(x)
         if x.ndim != 1:
-            raise ValueError(f"CountingLogp takes a vector, got a {x.ndim}-d input")
+            raise ValueError(f"NumpyLogp takes a vector, got a {x.ndim}-d input")
         return Apply(self, [x], [pt.dscalar()])
 
     def perform(self, node, inputs, output_storage) -> None:
-        self.count += 1
         value = self.fn(np.array(inputs[0], dtype=float, copy=True))
         output_storage[0][0] = np.asarray(value, dtype="float64").reshape(())
 
     def grad(self, inputs, output_gradients):
-        comment = f"CountingLogp {self.name!r} wraps a NumPy function and has no gradient"
+        comment = f"NumpyLogp {self.name!r} wraps a NumPy function and has no gradient"
         return [grad_not_implemented(self, 0, inputs[0], comment)]
 
 
@@ -287,13 +266,14 @@ def counted_model(
     dim: int,
     initval: ArrayLike | None = None,
     name: str = "x",
-) -> tuple[pm.Model, CountingLogp]:
+) -> tuple[pm.Model, EvalCounter]:
     """PyMC model with log density ``logp_fn`` whose evaluations are counted.
 
     Builds a ``pm.Flat`` vector ``name`` of shape ``(dim,)`` and the potential
-    ``pm.Potential(f"{name}_logp", op(x))`` with ``op = CountingLogp(logp_fn)``.  Reset
-    ``op.count = 0`` right before the run you measure (PyMC evaluates the density while
-    setting up, e.g. to check the initial point) and sample with ``cores=1``.
+    ``pm.Potential(f"{name}_logp", NumpyLogp(logp_fn)(x))``, and the evaluation counter of
+    :func:`benchmarks.suite.counting.add_counter`.  Reset ``op.count = 0`` right before the
+    run you measure (PyMC evaluates the density while setting up, e.g. to check the initial
+    point) and sample with ``cores=1``.
 
     Parameters
     ----------
@@ -311,7 +291,7 @@ def counted_model(
     -------
     model : pymc.Model
         The model.
-    op : CountingLogp
+    op : benchmarks.suite.counting.EvalCounter
         Its counter (``op.count``).
 
     References
@@ -336,8 +316,7 @@ def counted_model(
     init = np.zeros(dim) if initval is None else np.asarray(initval, dtype=float)
     if init.shape != (dim,):
         raise ValueError(f"initval must have shape ({dim},), got {init.shape}")
-    op = CountingLogp(logp_fn)
     with pm.Model() as model:
         x = pm.Flat(name, shape=(dim,), initval=init.copy())
-        pm.Potential(f"{name}_logp", op(x))
-    return model, op
+        pm.Potential(f"{name}_logp", NumpyLogp(logp_fn)(x))
+    return model, add_counter(model)

@@ -49,11 +49,10 @@ from pymc.smc.kernels import IMH, MH
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.models.targets import banana_coverage_error
+from pymc_kameleon.models.targets import banana_coverage_error, flower_log_normaliser
 
 from .common import per_chain
 from .models import flower_model, gaussian_mixture_model
-from .targets import flower_log_normaliser
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results"
@@ -101,7 +100,7 @@ def banana_target(dim: int = 8):
 
 
 def flower_target():
-    from .targets import flower_sample
+    from pymc_kameleon.models.targets import flower_sample
 
     model = flower_model(dim=2, prior_sd=20.0)
     # mean 0 and equal sds by the six-fold symmetry; the sd from 10^6 exact draws (se 1e-3)

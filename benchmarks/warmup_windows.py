@@ -178,8 +178,8 @@ def climb(model_name: str, chains: int = 4, seed: int = 100) -> list[dict]:
             step.reset_tuning()
             point = model.initial_point()
             while not seen or len(seen) <= chain:
-                point = step.step(point)[0]
-            seen[-1]["laplace_start"] = step._warm.start
+                point, stats = step.step(point)
+            seen[-1]["laplace_start"] = int(stats[0]["laplace_start"])
     finally:
         warmup_kernel.WarmupKernel._drop_climb = original
     return seen

@@ -8,6 +8,7 @@
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from .steps.base import StepInfo
 from .steps.evaluations import LogDensityError, StartError
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "PseudoMarginalWarning",
     "RandomWalkStep",
     "StartError",
+    "StepInfo",
     "pseudo_marginal_potential",
 ]
 __version__ = "0.1.0.dev0"

@@ -245,10 +245,8 @@ def sample(
     ...                draws=5000, random_seed=1)  # doctest: +SKIP
     """
     distributed = _import_distributed()
-    from pymc.sampling.parallel import _cpu_count
-
     # pm.sample's default (pymc.sampling.mcmc.sample, PyMC 5 and 6): cores=min(4, cpus)
-    chains = max(2, min(4, _cpu_count())) if chains is None else chains
+    chains = max(2, min(4, os.cpu_count() or 1)) if chains is None else chains
     if isinstance(chains, bool) or not isinstance(chains, int | np.integer) or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     chains = int(chains)

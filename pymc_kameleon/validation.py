@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_integral"]
+__all__ = ["check_integral", "check_positive"]
 
 
 def check_integral(name: str, value, minimum: int = 1) -> int:
@@ -60,3 +60,17 @@ def check_integral(name: str, value, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{want}, got {value!r}")
     return int(value)
+
+
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a positive finite ``float``, or an error naming the argument ``name``.
+
+    Examples
+    --------
+    >>> check_positive("s", 2)
+    2.0
+    """
+    value = float(value)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return value

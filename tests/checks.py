@@ -76,12 +76,11 @@ def noisy_model(sigma: float) -> pm.Model:
     return model
 
 
-class TemperedTarget:
-    """Mixin for deliberately broken variants: samples the target to the power 0.7 (on a
-    Gaussian every variance 1/0.7 times the truth) while claiming the target itself."""
-
-    def _logp_unchecked(self, x):
-        return 0.7 * super()._logp_unchecked(x)
+def tempered(logp):
+    """A ``logp_wrapper`` for deliberately broken variants: the step samples the target to
+    the power 0.7 (on a Gaussian every variance 1/0.7 times the truth) while claiming the
+    target itself."""
+    return lambda x: 0.7 * logp(x)
 
 
 class DropHastingsCorrection:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_kameleon.math import _compiled
+from pymc_kameleon.math import compiled
 from pymc_kameleon.math.kamh import kamh_gram
 from pymc_kameleon.math.linalg import (
     MultivariateNormal,
@@ -16,7 +16,7 @@ from pymc_kameleon.math.linalg import (
 )
 from pymc_kameleon.math.rff import RandomFourierFeatures, full_gram, lowrank_gram
 
-pytestmark = pytest.mark.skipif(not _compiled.HAVE_NUMBA, reason="numba not available")
+pytestmark = pytest.mark.skipif(not compiled.HAVE_NUMBA, reason="numba not available")
 
 RTOL = 1e-10
 
@@ -31,7 +31,7 @@ def test_kamh_gram(d, n):
     Z, y = rng.normal(size=(n, d)) + 3.0, rng.normal(size=d) + 3.0
     Zt = np.ascontiguousarray(Z.T)
     for s in (0.3, 1.0, 5.0):
-        _close(_compiled.kamh_gram_t(y, Zt, s), kamh_gram(y, Z, s))
+        _close(compiled.kamh_gram_t(y, Zt, s), kamh_gram(y, Z, s))
 
 
 @pytest.mark.parametrize("embedding", ["sincos", "phase"])
@@ -46,7 +46,7 @@ def test_rff_lowrank_gram(embedding, d, D, r):
     expected = lowrank_gram(y, rff.omega, rff.phase, root, embedding == "sincos")
     _close(expected, rff.lowrank_gram(y, root))
     omega_t = np.ascontiguousarray(rff.omega.T)
-    _close(_compiled.rff_lowrank_gram_t(y, omega_t, rff.phase, root, embedding == "sincos"),
+    _close(compiled.rff_lowrank_gram_t(y, omega_t, rff.phase, root, embedding == "sincos"),
            expected)
 
 
@@ -61,7 +61,7 @@ def test_rff_full_gram(embedding, d, D):
     J = rff.jacobian(y)
     expected = full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos")
     _close(expected, np.einsum("ia,ij,jb->ab", J, cov, J))  # independent of the reference
-    _close(_compiled.rff_full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos"),
+    _close(compiled.rff_full_gram(y, rff.omega, rff.phase, cov, embedding == "sincos"),
            expected)
 
 
@@ -99,7 +99,7 @@ def test_cholesky_update(m, r):
     V[m // 2] = 0.0  # a row with nothing to rotate
     L_ref, V_ref = L.copy(), V.copy()
     cholesky_update(L_ref, V_ref)
-    _compiled.cholesky_update(L, V)
+    compiled.cholesky_update(L, V)
     _close(L, L_ref)
     np.testing.assert_allclose(V, V_ref, atol=RTOL * np.abs(L_ref).max())
 
@@ -109,7 +109,7 @@ def test_gaussian_factor_and_logpdf(d):
     rng = np.random.default_rng(d)
     B = rng.normal(size=(d + 3, d))
     G = B.T @ B
-    L, half_logdet, ok = _compiled.gaussian_factor(G, 0.01, 0.7)
+    L, half_logdet, ok = compiled.gaussian_factor(G, 0.01, 0.7)
     L_ref, half_ref, ok_ref = gaussian_factor(G, 0.01, 0.7)
     assert ok and ok_ref
     _close(L, L_ref)
@@ -118,13 +118,13 @@ def test_gaussian_factor_and_logpdf(d):
     mean, x = rng.normal(size=d), rng.normal(size=d)
     expected = MultivariateNormal(mean, L_ref).logpdf(x)
     assert gaussian_logpdf(x, mean, L_ref, half_ref) == pytest.approx(expected, rel=RTOL)
-    assert _compiled.gaussian_logpdf(x, mean, L, half_logdet) == pytest.approx(expected, rel=RTOL)
+    assert compiled.gaussian_logpdf(x, mean, L, half_logdet) == pytest.approx(expected, rel=RTOL)
 
 
 @pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
 def test_gaussian_factor_reports_failure(bad):
     G = np.diag([1.0, bad])
-    for factor in (_compiled.gaussian_factor, gaussian_factor):
+    for factor in (compiled.gaussian_factor, gaussian_factor):
         assert not factor(G, 1e-3 if bad == -1.0 else 1.0, 1.0)[2]
 
 

@@ -8,9 +8,9 @@ from checks import (
     BANANA_CHAINS,
     BANANA_MIN_PASSING,
     DropHastingsCorrection,
-    TemperedTarget,
     banana_groups_passing,
     sample,
+    tempered,
 )
 
 from pymc_kameleon import KameleonStep
@@ -23,8 +23,8 @@ class NoHastingsCorrection(DropHastingsCorrection, KameleonStep):
     """Deliberately broken: treats the (asymmetric) proposal as symmetric."""
 
 
-class TemperedKameleon(TemperedTarget, KameleonStep):
-    """Deliberately broken: samples the target to the power 0.7."""
+#: Deliberately broken: samples the target to the power 0.7.
+TemperedKameleon = partial(KameleonStep, logp_wrapper=tempered)
 
 
 # The banana tests and their negative controls fix gamma at 0.1 (the default before gamma

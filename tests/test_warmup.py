@@ -138,6 +138,17 @@ def test_noise_ceiling_lowers_an_unreachable_target_only():
     assert nc.target(0.234) == pytest.approx(0.5 * nc.ceiling)
 
 
+def test_noise_ceiling_scales_a_trajectory_target_and_caps_a_walk_target():
+    nc = NoiseCeiling()
+    assert nc.scaled(0.8) == 0.8  # no evidence of noise: ceiling 1
+    for _ in range(9):
+        nc.add(0.6)
+    ceiling = (9 * 0.6 + 1) / 10
+    assert nc.scaled(0.8) == pytest.approx(0.8 * ceiling)  # both factors of acceptance
+    assert nc.target(0.8) == pytest.approx(0.5 * ceiling)  # a walk's target is capped
+    assert nc.target(0.2) == 0.2  # below the cap: unchanged
+
+
 def test_robbins_monro_exact_initial_value_and_bounds():
     rm = RobbinsMonro(0.1, 0.234, lower=0.05, upper=0.2)
     assert rm.value == 0.1  # no exp(log(.)) round trip

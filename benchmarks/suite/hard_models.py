@@ -33,7 +33,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from scipy.integrate import odeint
 
-from pymc_kameleon.models.ode import _rhs  # the same equations, initial state free
+from pymc_kameleon.models.ode import lotka_volterra_rhs  # the same equations, initial state free
 
 __all__ = [
     "HARE_LYNX",
@@ -76,7 +76,8 @@ def solve_hare_lynx(params: np.ndarray) -> np.ndarray:
     times = HARE_LYNX[:, 0] - HARE_LYNX[0, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sol, info = odeint(_rhs, params[4:6], times, args=tuple(float(v) for v in params[:4]),
+        sol, info = odeint(lotka_volterra_rhs, params[4:6], times,
+                           args=tuple(float(v) for v in params[:4]),
                            rtol=1e-6, atol=1e-6, mxstep=5000, full_output=True)
     if info["message"] != "Integration successful." or not np.all(np.isfinite(sol)):
         return np.full((times.size, 2), np.inf)

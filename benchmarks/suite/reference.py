@@ -164,7 +164,7 @@ def make_reference(spec: ModelSpec, args) -> Reference:
     if spec.reference == "analytic":
         mean, sd = ANALYTIC[spec.name]()
     elif spec.reference == "exact":
-        from ..targets import flower_sample
+        from pymc_kameleon.models.targets import flower_sample
 
         draws = flower_sample(EXACT_DRAWS, dim=spec.dim, rng=args.seed)
         mean, sd, sample = draws.mean(axis=0), draws.std(axis=0, ddof=1), _thin(draws)

@@ -269,5 +269,17 @@ class NoiseCeiling:
         return (self.total + 1.0) / (self.count + 1.0)
 
     def target(self, target: float) -> float:
-        """The acceptance target to use: ``target``, or half the ceiling when lower."""
+        """A random walk's acceptance target: ``target``, capped at half the ceiling.
+
+        A random walk's scale controls its whole acceptance, noise included, so a target
+        above what the noise allows would shrink the scale without end: it is capped.
+        """
         return float(min(target, 0.5 * self.ceiling))
+
+    def scaled(self, target: float) -> float:
+        """A surrogate trajectory's acceptance target: ``target * ceiling``.
+
+        A kernel-HMC trajectory's acceptance factorises into the surrogate's own and the
+        estimator noise's, and its step size controls only the first: the target is scaled.
+        """
+        return float(target * self.ceiling)

@@ -279,7 +279,7 @@ def cholesky_update(L: np.ndarray, V: np.ndarray) -> None:
     of ``V`` are rotated by one Householder reflection (an orthogonal map on the columns of
     ``[L, V]``, so ``[L, V][L, V]^T`` is unchanged) that zeroes row ``k`` of ``V``.  Cost
     ``O(r m^2)``; ``L`` must have a positive diagonal.  The reference of the compiled
-    :func:`pymc_kameleon.math._compiled.cholesky_update`.
+    :func:`pymc_kameleon.math.compiled.cholesky_update`.
 
     References
     ----------
@@ -314,7 +314,7 @@ def cholesky_update(L: np.ndarray, V: np.ndarray) -> None:
 def gaussian_factor(G: np.ndarray, gamma2: float, scale: float) -> tuple[np.ndarray, float, bool]:
     """Cholesky factor of a local-Gaussian proposal covariance ``gamma2 I + scale G``.
 
-    The reference of the compiled :func:`pymc_kameleon.math._compiled.gaussian_factor`: the
+    The reference of the compiled :func:`pymc_kameleon.math.compiled.gaussian_factor`: the
     covariance is symmetrised as in :func:`safe_cholesky`, but no jitter is tried; the caller
     falls back to :func:`safe_cholesky` when ``ok`` is False.
 

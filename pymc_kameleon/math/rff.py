@@ -264,7 +264,7 @@ class RandomFourierFeatures:
         by a factor ``R`` (shape ``(r, D)``, ``R^T R = C``), in ``O(r D d)``.
 
         The reference of the compiled
-        :func:`pymc_kameleon.math._compiled.rff_lowrank_gram`.
+        :func:`pymc_kameleon.math.compiled.rff_lowrank_gram`.
         """
         RJ = root @ self.jacobian(y)
         return RJ.T @ RJ
@@ -273,7 +273,7 @@ class RandomFourierFeatures:
         """``J(y)^T C J(y)``: the F-KAMH adaptive part with the full feature covariance ``C``
         (shape ``(D, D)``), in ``O(D^2 d)``.
 
-        The reference of the compiled :func:`pymc_kameleon.math._compiled.rff_full_gram`.
+        The reference of the compiled :func:`pymc_kameleon.math.compiled.rff_full_gram`.
         """
         J = self.jacobian(y)
         return J.T @ (cov @ J)

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.spatial.distance import cdist
 
-from ._compiled import cholesky_update, rff_leapfrog
+from .compiled import cholesky_update, rff_leapfrog
 from .hmc import leapfrog
 from .linalg import ridge_solves, safe_cholesky
 from .rff import RandomFourierFeatures
@@ -368,7 +368,7 @@ class FiniteScoreEstimator:
     def leapfrog(self, q: np.ndarray, p: np.ndarray, step_size: float | np.ndarray,
                  n_steps: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~pymc_kameleon.math.hmc.leapfrog` with :meth:`grad`, compiled
-        (:func:`~pymc_kameleon.math._compiled.rff_leapfrog`: one call per trajectory
+        (:func:`~pymc_kameleon.math.compiled.rff_leapfrog`: one call per trajectory
         instead of ``n_steps + 1`` NumPy gradients)."""
         if n_steps < 0:
             raise ValueError(f"n_steps must be >= 0, got {n_steps}")

@@ -10,8 +10,9 @@
   Lotka-Volterra solved by SciPy's ``odeint`` inside an Op without gradient
   (:doc:`/examples/black_box_ode`).
 
-The targets and models only the tests and benchmarks use (flower, Gaussians, a counting log
-density) live next to them, in the repository's ``benchmarks.targets`` and ``benchmarks.models``.
+The models only the tests and benchmarks use (the flower's, Gaussians, a counted model) live
+next to them, in the repository's ``benchmarks.models``; the flower target itself is in
+:mod:`pymc_kameleon.models.targets`.
 """
 
 from .factories import banana_model, gp_classification_model

@@ -26,12 +26,13 @@ import pymc as pm
 import pytensor.tensor as pt
 from numpy.typing import ArrayLike
 
-from .targets import _LOG_2PI, _check_dim, _check_positive
+from ..validation import check_integral, check_positive
+from .targets import LOG_2PI
 
 __all__ = ["banana_model", "gp_classification_model"]
 
 
-def _vector(name: str, dim: int, initval: np.ndarray, prior_sd: float | None):
+def vector_variable(name: str, dim: int, initval: np.ndarray, prior_sd: float | None):
     """The model's vector variable and the log prior to take out of its potential.
 
     Without ``prior_sd`` a ``pm.Flat`` (log prior 0).  With it, ``N(0, prior_sd^2 I)``, a proper
@@ -40,10 +41,10 @@ def _vector(name: str, dim: int, initval: np.ndarray, prior_sd: float | None):
     """
     if prior_sd is None:
         return pm.Flat(name, shape=(dim,), initval=initval), 0.0
-    prior_sd = _check_positive("prior_sd", prior_sd)
+    prior_sd = check_positive("prior_sd", prior_sd)
     # no initval: PyMC's SMC would start every particle there instead of at prior draws
     x = pm.Normal(name, 0.0, prior_sd, shape=(dim,))
-    log_prior = -0.5 * pt.sum(x**2) / prior_sd**2 - dim * (0.5 * _LOG_2PI + np.log(prior_sd))
+    log_prior = -0.5 * pt.sum(x**2) / prior_sd**2 - dim * (0.5 * LOG_2PI + np.log(prior_sd))
     return x, log_prior
 
 
@@ -94,15 +95,15 @@ def banana_model(
     >>> bool(np.isclose(logp(point), banana_logp(point["x"], b=0.1)))
     True
     """
-    dim = _check_dim(dim)
-    v = _check_positive("v", v)
+    dim = check_integral("dim", dim, minimum=2)
+    v = check_positive("v", v)
     b = float(b)
     with pm.Model() as model:
-        x, log_prior = _vector(name, dim, np.zeros(dim), prior_sd)
+        x, log_prior = vector_variable(name, dim, np.zeros(dim), prior_sd)
         y1, y2 = x[0], x[1]
         twist = y2 - b * (y1**2 - v)
         rest = pt.sum(x[2:] ** 2)
-        const = -0.5 * dim * _LOG_2PI - 0.5 * np.log(v)
+        const = -0.5 * dim * LOG_2PI - 0.5 * np.log(v)
         pm.Potential(f"{name}_logp", -0.5 * (y1**2 / v + twist**2 + rest) + const - log_prior)
     return model
 

@@ -27,6 +27,7 @@ __all__ = [
     "LotkaVolterraOp",
     "lotka_volterra_data",
     "lotka_volterra_model",
+    "lotka_volterra_rhs",
     "solve_lotka_volterra",
 ]
 
@@ -40,8 +41,9 @@ LV_TRUE = np.array([0.55, 0.028, 0.84, 0.026])
 LV_NOISE = 0.2
 
 
-def _rhs(y: np.ndarray, t: float, alpha: float, beta: float, gamma: float,
-         delta: float) -> list[float]:
+def lotka_volterra_rhs(y: np.ndarray, t: float, alpha: float, beta: float, gamma: float,
+                       delta: float) -> list[float]:
+    """Lotka-Volterra's ``dy/dt`` for ``y = (prey, predators)``, in ``odeint``'s signature."""
     prey, pred = y
     return [alpha * prey - beta * prey * pred, delta * prey * pred - gamma * pred]
 
@@ -50,7 +52,7 @@ def solve_lotka_volterra(theta: np.ndarray) -> np.ndarray:
     """Populations at :data:`LV_TIMES[1:]`, shape ``(20, 2)``; NaN where ``odeint`` fails."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sol, info = odeint(_rhs, LV_Y0, LV_TIMES, args=tuple(float(v) for v in theta),
+        sol, info = odeint(lotka_volterra_rhs, LV_Y0, LV_TIMES, args=tuple(float(v) for v in theta),
                            rtol=1e-6, atol=1e-8, mxstep=5000, full_output=True)
     sol = sol[1:]
     if info["message"] != "Integration successful." or not np.all(np.isfinite(sol)):

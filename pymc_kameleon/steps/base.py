@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import warnings
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +75,7 @@ from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
-__all__ = ["BaseKernelStep", "ChainState", "Proposal", "random_walk_target"]
+__all__ = ["BaseKernelStep", "ChainState", "Proposal", "StepInfo", "random_walk_target"]
 
 _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see _mh)
 # Fewest iterations per draw by default: PyMC's loop, the stored value's key and the stats
@@ -103,6 +104,52 @@ class Proposal:
 
     position: np.ndarray
     log_correction: float
+
+
+@dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
+class StepInfo:
+    """What one Metropolis-Hastings iteration of a step did.
+
+    Read the last iteration's as :attr:`BaseKernelStep.last_info`, or every iteration's
+    (tuning included) through the step's ``callback``.  Building it costs nothing unless
+    one of the two is read.
+
+    Attributes
+    ----------
+    position : numpy.ndarray
+        The chain's point after the iteration, in model coordinates (the block's raveled
+        values, as PyMC stores them).
+    proposal : numpy.ndarray or None
+        The last point the iteration evaluated, in model coordinates, or ``None`` when it
+        evaluated none (a diverged trajectory, a non-finite proposal).  Delayed rejection's
+        second stage is the last.
+    logp_proposal : float
+        Its log density (``-inf`` outside the support, for NaN or a failed evaluation);
+        NaN when nothing was evaluated.
+    accept_prob : float
+        The Metropolis-Hastings acceptance probability.
+    accepted : bool
+        Whether the chain moved.
+    n_evals : int
+        Log-density evaluations of the iteration (0, 1, or 2 with delayed rejection).
+    phase : str
+        ``"warmup"`` (the warm-up random walk proposed) or ``"kernel"`` (the sampler's own).
+    tune : bool
+        Whether the step was tuning.
+    probe : bool
+        Whether the warm-up proposed the current point again to measure the noise of a
+        likelihood estimator (only while tuning).
+    """
+
+    position: np.ndarray
+    proposal: np.ndarray | None
+    logp_proposal: float
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    phase: str
+    tune: bool
+    probe: bool
 
 
 @dataclass
@@ -189,6 +236,16 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         always a rejection, counted in ``n_nan`` and reported the same way; ``-inf`` is a
         silent rejection.  Both counted cases change the target where the failures
         depend on the point: see ``docs/robustness.md``.
+    callback : callable, optional
+        ``callback(info)``, called after every Metropolis-Hastings iteration (tuning
+        included) with its :class:`StepInfo`: instrumentation without touching the step.
+        It must not change the step.
+    logp_wrapper : callable, optional
+        ``logp_wrapper(logp)`` returns the log density the step evaluates, given the
+        compiled one: ``logp(x)`` takes the block's raveled values (a 1-d array) and
+        returns the log density (a 0-d array); the returned callable has the same
+        signature.  For fault injection (raise, return NaN) and counting.  Everything
+        else (the estimators' seeds and states, the data check) uses the compiled one.
     model : pymc.Model, optional
         Taken from the context if not given.
     rng : RandomGenerator, optional
@@ -247,6 +304,8 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         laplace: bool | None = None,
         laplace_starts: int = 4,
         on_error: str = "raise",
+        callback: Callable[[StepInfo], Any] | None = None,
+        logp_wrapper: Callable[[Callable], Callable] | None = None,
         model=None,
         rng=None,
         initial_point: dict[str, np.ndarray] | None = None,
@@ -276,6 +335,11 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self._logp_fn = compile_pytensor([raveled_input], logp,
                                           **logp_compile_kwargs(compile_kwargs))
         self._logp_fn.trust_input = True
+        # the evaluated density: the compiled one, or the user's wrapper around it
+        self._logp_call = self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn)
+        self.callback = callback
+        self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
+        self._evaluated: tuple = (None, math.nan)  # last (point, logp) of _evaluate
         self._has_estimators = bool(find_estimators(self._logp_fn))
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
@@ -299,6 +363,19 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self._walk = WarmupKernel(self.dim, **self._warmup_config(),
                                   to_the_end=not self._has_kernel_phase)
         self.reset_tuning()
+
+    @property
+    def last_info(self) -> StepInfo | None:
+        """The :class:`StepInfo` of the step's last Metropolis-Hastings iteration (``None``
+        before the first)."""
+        return None if self._last is None else self._info(*self._last)
+
+    def _info(self, n_evals: int, accept_prob: float, accepted: bool, phase: str,
+              tune: bool, probe: bool) -> StepInfo:
+        x, logp = self._evaluated if n_evals else (None, math.nan)
+        return StepInfo(self._warm.x.copy(), None if x is None else x.copy(), float(logp),
+                        float(accept_prob), bool(accepted), int(n_evals), phase, bool(tune),
+                        bool(probe))
 
     @property
     def n_steps(self) -> int:
@@ -496,6 +573,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
         n_steps = self.n_steps  # fixed within a draw
+        callback = self.callback
         with np.errstate(all="ignore"):  # once per draw, not per iteration
             for _ in range(n_steps):  # propose -> MH -> adapt
                 probe = not kernel and self.tune and self._walk.probe(w.iteration, w.noisy)
@@ -517,6 +595,12 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
                         self._adapt_step(state, accept_prob)
                     else:
                         self._walk.update(w.walk, w.x, accept_prob, accepted, probe)
+                if callback is not None:
+                    callback(self._info(evaluated, accept_prob, accepted,
+                                        "kernel" if kernel else "warmup", self.tune, probe))
+        # the last iteration's info, built only when read (last_info)
+        self._last = (evaluated, accept_prob, accepted, "kernel" if kernel else "warmup",
+                      self.tune, probe)
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
@@ -570,7 +654,9 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         w = self._warm
         x_new = self._round(w.precond.to_x(position))
         u_new = w.precond.to_u(x_new) if self._float32_slices else position
-        return ChainState(u_new, self._logp_unchecked(x_new)), x_new  # astep ignores FP warnings
+        logp = self._logp_unchecked(x_new)  # astep ignores FP warnings
+        self._evaluated = (x_new, logp)
+        return ChainState(u_new, logp), x_new
 
     def _decide(self, state: ChainState, new: ChainState, x_new: np.ndarray,
                 log_accept: float) -> tuple[ChainState, float, bool]:
@@ -607,7 +693,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
     def _logp_unchecked(self, x: np.ndarray) -> float:
         """:meth:`_logp` without its ``np.errstate`` (the caller holds one)."""
         try:
-            value = float(self._logp_fn(np.asarray(x, dtype=self._input_dtype)))
+            value = float(self._logp_call(np.asarray(x, dtype=self._input_dtype)))
         except Exception as exc:  # the user's code (an estimator, a solver) raised
             if self._searching:  # a point of the Laplace start's optimiser (ChainStart)
                 return -math.inf

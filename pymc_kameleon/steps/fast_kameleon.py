@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math._compiled import rff_full_gram, rff_lowrank_gram_t
+from ..math.compiled import rff_full_gram, rff_lowrank_gram_t
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.linalg import lowrank_root, refine_lowrank_root
 from ..math.online import OnlineMeanCov, Reservoir

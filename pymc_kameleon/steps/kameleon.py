@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math._compiled import kamh_gram_t
+from ..math.compiled import kamh_gram_t
 from ..math.kamh import natural_nu2_scale
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir, WeightedReservoir

@@ -484,7 +484,7 @@ class KernelHMCStep(BaseKernelStep):
         """Acceptance target of the step size against the real (possibly noisy) target."""
         if k.estimator is None:  # random-walk phase: the warm-up walk's noise rule
             return self._accept_target(k.scaler.target)
-        return k.scaler.target * self._warm.walk.noise.ceiling
+        return self._warm.walk.noise.scaled(k.scaler.target)
 
     def _floored(self, k: Surrogate) -> bool:
         """Whether the step size of ``k`` (on trial or in use) sits on the floor of its band

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..adaptation import GeometricSchedule, RobbinsMonro, TrialSelection, check_robbins_monro
-from ..math._compiled import gaussian_factor, gaussian_logpdf
+from ..math.compiled import gaussian_factor, gaussian_logpdf
 from ..math.kernels import check_bandwidth
 from ..math.linalg import MultivariateNormal, safe_cholesky
 from .base import BaseKernelStep, ChainState, Proposal
