@@ -572,6 +572,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         state = ChainState(u, w.logp)
         accept_sum, moves, info = 0.0, 0, {}
         kernel = w.phase == "kernel"
+        phase = "kernel" if kernel else "warmup"  # which kernel proposes, for StepInfo
         n_steps = self.n_steps  # fixed within a draw
         callback = self.callback
         with np.errstate(all="ignore"):  # once per draw, not per iteration
@@ -596,11 +597,10 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
                     else:
                         self._walk.update(w.walk, w.x, accept_prob, accepted, probe)
                 if callback is not None:
-                    callback(self._info(evaluated, accept_prob, accepted,
-                                        "kernel" if kernel else "warmup", self.tune, probe))
+                    callback(self._info(evaluated, accept_prob, accepted, phase, self.tune,
+                                        probe))
         # the last iteration's info, built only when read (last_info)
-        self._last = (evaluated, accept_prob, accepted, "kernel" if kernel else "warmup",
-                      self.tune, probe)
+        self._last = (evaluated, accept_prob, accepted, phase, self.tune, probe)
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
