@@ -18,6 +18,7 @@ References
 from __future__ import annotations
 
 import pickle
+import uuid
 import warnings
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from .math.kernels import median_heuristic
 from .math.linalg import safe_cholesky
 from .math.mixture import GaussianMixture
 from .pseudo_marginal import reseed_estimators
+from .run_settings import RunSettings
 
 __all__ = ["KameleonSMC", "check_proper_priors"]
 
@@ -389,6 +391,7 @@ class KameleonSMC(SMC_KERNEL):
         self.waste_free = waste_free
         self.n_evals = 0
         self.stage_evals = 0
+        self._run = uuid.uuid4().hex  # travels with the kernel to every chain (RunSettings)
         self.unique = np.nan
         self._budget_warned = False
         model = modelcontext(kwargs.get("model"))
@@ -788,7 +791,8 @@ class KameleonSMC(SMC_KERNEL):
         return (update_stats,)
 
     def sample_settings(self) -> SMCSettings:
-        return {
+        # attrs of sample_stats; n_evals_total: every chain's evaluations (RunSettings)
+        return RunSettings(self._run, self.n_evals, {
             "_n_draws": self.draws,
             "threshold": self.threshold,
             "_n_tune": self.n_steps,
@@ -804,7 +808,7 @@ class KameleonSMC(SMC_KERNEL):
             "waste_free": self._chain_length() or 0,
             "recycle": 0 if self.recycle is None else self.recycle,
             "executor": "none" if self.executor is None else type(self.executor).__name__,
-        }
+        })
 
     def __reduce__(self):
         if self.executor is not None:  # an executor does not travel to another process

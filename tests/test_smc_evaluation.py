@@ -496,3 +496,26 @@ def test_comparison_benchmark_prints_rows_and_the_verdict_over_seeds(capsys):
     assert [r["sampler"] for r in rows] == ["kameleon", "kameleon"]
     assert all(r["evals"] <= 2000 for r in rows)  # the budget per chain is kept
     assert "over 2 seeds: R-hat" in out and "imh       skipped" in out
+
+
+@pytest.fixture(scope="module")
+def cheap():
+    with pm.Model() as model:
+        x = pm.Normal("x", 0, 3, shape=2)
+        pm.Normal("y", x[0] + 0.5 * x[1] ** 2, 1, observed=Y_OBS)
+    return model
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_attrs_hold_the_evaluations_of_every_chain(cheap, cores):
+    """``n_evals_total`` in ``sample_stats.attrs`` is the sum of every chain's per-stage
+    evaluations, whether the chains run here one after another or in worker processes."""
+    with cheap:
+        idata = pm.sample_smc(100, kernel=KameleonSMC, chains=3, cores=cores,
+                              progressbar=False, random_seed=2,
+                              compute_convergence_checks=False)
+    stats = group_dataset(idata, "sample_stats")
+    per_chain = [np.sum(np.asarray(v, dtype=float)) for v in stats["n_evals"].values.ravel()]
+    assert len(per_chain) == 3 and min(per_chain) > 0
+    assert stats.attrs["n_evals_chains"] == 3
+    assert stats.attrs["n_evals_total"] == sum(per_chain)
