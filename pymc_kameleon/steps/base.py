@@ -61,7 +61,7 @@ from rich.table import Column
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
-from ..compat import logp_compile_kwargs
+from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
     PseudoMarginalWarning,
     estimator_states,
@@ -71,7 +71,7 @@ from ..pseudo_marginal import (
 )
 from ..validation import check_integral
 from .evaluations import FailedEvaluations, LogDensityError, check_on_error
-from .start import ChainStart
+from .start import ChainStart, searching
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
@@ -185,7 +185,7 @@ class ChainRecord:
         return self.walk.laplace
 
 
-class BaseKernelStep(ChainStart, ArrayStepShared):
+class BaseKernelStep(ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
 
     Parameters
@@ -340,7 +340,6 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
         self._evaluated: tuple = (None, math.nan)  # last (point, logp) of _evaluate
-        self._has_estimators = bool(find_estimators(self._logp_fn))
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
         if self.dim == 0:
@@ -350,7 +349,6 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
-        self._default_start: np.ndarray | None = None
         self.on_error = check_on_error(on_error)
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
@@ -360,6 +358,8 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        self._start = ChainStart(model, vars, name=f"{type(self).__name__}{list(self.var_names)}",
+                                 estimators=bool(find_estimators(self._logp_fn)))
         self._walk = WarmupKernel(self.dim, **self._warmup_config(),
                                   to_the_end=not self._has_kernel_phase)
         self.reset_tuning()
@@ -695,15 +695,13 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         try:
             value = float(self._logp_call(np.asarray(x, dtype=self._input_dtype)))
         except Exception as exc:  # the user's code (an estimator, a solver) raised
-            if self._searching:  # a point of the Laplace start's optimiser (ChainStart)
-                return -math.inf
             if self.on_error == "raise":
                 raise LogDensityError(self._failed.error(
                     f"{type(self).__name__}{list(self.var_names)}", x,
                     getattr(self, "_q0_info", None), self.tune)) from exc
             self._failed.add(x, exc)
             return -math.inf
-        if math.isnan(value) and not self._searching:
+        if math.isnan(value):
             self._failed.add(x)
         return value if math.isfinite(value) else -math.inf
 
@@ -731,7 +729,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         x = np.array(q0.data, dtype=float)
         stored = self._store.get(key)
         if w.x is None:
-            return self._start_chain(x, key, point, stored)
+            return self._start_chain(x, key, point, stored, q0.point_map_info)
         # another step moved variables outside the block: one value for the new point
         w.x = x
         if stored is not None:
@@ -750,6 +748,31 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
                 stacklevel=2,
             )
         return 1
+
+    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
+                     info) -> int:
+        """First draw of a chain: the start (:class:`~.start.ChainStart`), then the
+        warm-up kernel from it; return the evaluations spent."""
+        w = self._warm
+        walk = self._walk
+        laplace = self.laplace
+        if not walk.adapt or (laplace is None and walk.cov is not None):
+            laplace = False  # a given initial shape is replaced only on request
+        res = self._start.run(
+            x, logp=self._logp, search_logp=searching(self._logp_call, self._input_dtype),
+            round=self._round, rng=self.rng, stored=stored, tune=self.tune, laplace=laplace,
+            laplace_starts=self.laplace_starts, point=point, point_map_info=info)
+        w.x, w.logp, w.noisy, w.start = res.x, res.logp, res.noisy, res.laplace_start
+        w.key = b"" if res.moved else key  # a moved start is stored at the draw's end
+        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
+        if tune is not None:
+            self._chain_tune = tune
+        if self.tune and self._n_steps_given is None:
+            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
+        w.walk = walk.init()
+        if res.cov is not None:
+            walk.start_at(w.walk, w.x, res.cov)
+        return res.n_evals
 
     def _remember(self, new: RaveledVars, point) -> None:
         """Key the stored value on the full point PyMC will pass next, and share it."""
