@@ -37,7 +37,6 @@ import math
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,11 +54,9 @@ from pymc.util import (
     get_value_vars_from_user_vars,
 )
 from pymc.vartypes import discrete_types
-from rich.progress import TextColumn
-from rich.table import Column
 
 from ..adaptation.warmup import AffineMap
-from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
+from ..adaptation.warmup_kernel import WarmupKernel, random_walk_target
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
@@ -71,6 +68,8 @@ from ..pseudo_marginal import (
 )
 from ..validation import check_integral
 from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .progress import progress_update, progressbar_config
+from .records import ChainRecord, ChainState, Proposal, StepInfo, fill_stats
 from .start import ChainStart, searching
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
@@ -85,104 +84,6 @@ _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector
 _MIN_DEFAULT_STEPS = 5
 
 
-@dataclass
-class ChainState:
-    """Where the chain is, in the sampler's (whitened) coordinates, and its stored value."""
-
-    position: np.ndarray
-    logp: float
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A proposed position and the log correction of the acceptance ratio.
-
-    ``log_correction`` is ``log q(x | x*) - log q(x* | x)`` for a Metropolis-Hastings
-    proposal, or ``K(p) - K(p*)`` for a Hamiltonian one; the step accepts with probability
-    ``min(1, exp(logp(x*) - logp(x) + log_correction))``.
-    """
-
-    position: np.ndarray
-    log_correction: float
-
-
-@dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
-class StepInfo:
-    """What one Metropolis-Hastings iteration of a step did.
-
-    Read the last iteration's as :attr:`BaseKernelStep.last_info`, or every iteration's
-    (tuning included) through the step's ``callback``.  Building it costs nothing unless
-    one of the two is read.
-
-    Attributes
-    ----------
-    position : numpy.ndarray
-        The chain's point after the iteration, in model coordinates (the block's raveled
-        values, as PyMC stores them).
-    proposal : numpy.ndarray or None
-        The last point the iteration evaluated, in model coordinates, or ``None`` when it
-        evaluated none (a diverged trajectory, a non-finite proposal).  Delayed rejection's
-        second stage is the last.
-    logp_proposal : float
-        Its log density (``-inf`` outside the support, for NaN or a failed evaluation);
-        NaN when nothing was evaluated.
-    accept_prob : float
-        The Metropolis-Hastings acceptance probability.
-    accepted : bool
-        Whether the chain moved.
-    n_evals : int
-        Log-density evaluations of the iteration (0, 1, or 2 with delayed rejection).
-    phase : str
-        ``"warmup"`` (the warm-up random walk proposed) or ``"kernel"`` (the sampler's own).
-    tune : bool
-        Whether the step was tuning.
-    probe : bool
-        Whether the warm-up proposed the current point again to measure the noise of a
-        likelihood estimator (only while tuning).
-    """
-
-    position: np.ndarray
-    proposal: np.ndarray | None
-    logp_proposal: float
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    phase: str
-    tune: bool
-    probe: bool
-
-
-@dataclass
-class ChainRecord:
-    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
-
-    x: np.ndarray | None = None  # position in model coordinates
-    logp: float = float("nan")
-    key: bytes = b""  # full point (all model variables) the stored value belongs to
-    data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
-    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
-    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
-    draw: int = 0  # tuning draws done
-    start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
-    noisy: bool = False
-    iteration: int = 0  # MH iterations done while tuning
-    work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
-    work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
-    accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
-
-    @property
-    def precond(self) -> AffineMap:
-        """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
-        return self.walk.precond
-
-    @precond.setter
-    def precond(self, value: AffineMap) -> None:
-        self.walk.precond = value
-
-    @property
-    def laplace(self) -> bool:
-        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
-        return self.walk.laplace
 
 
 class BaseKernelStep(ArrayStepShared):
@@ -674,17 +575,7 @@ class BaseKernelStep(ArrayStepShared):
 
     def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
         """Per-iteration sampler stats, with neutral values where none were produced."""
-        out = {}
-        base = BaseKernelStep.stats_dtypes_shapes
-        for name, (dtype, _) in self.stats_dtypes_shapes.items():
-            if name in base:
-                continue
-            if name in info:
-                out[name] = info[name]
-            else:
-                kind = np.dtype(dtype).kind
-                out[name] = np.nan if kind == "f" else (False if kind == "b" else 0)
-        return out
+        return fill_stats(self.stats_dtypes_shapes, BaseKernelStep.stats_dtypes_shapes, info)
 
     def _logp(self, x: np.ndarray) -> float:
         with np.errstate(all="ignore"):
@@ -826,32 +717,11 @@ class BaseKernelStep(ArrayStepShared):
     # ------------------------------------------------------------------ progress bar
     @classmethod
     def _progressbar_config(cls, n_chains=1):
-        columns = [
-            TextColumn(f"{{task.fields[{stat}]}}", table_column=Column(header, ratio=1))
-            for stat, header in cls._progress_columns
-        ]
-        stats = {stat: [_progress_text(stat, 0.0, False)] * n_chains
-                 for stat, _ in cls._progress_columns}
-        return columns, stats
+        return progressbar_config(cls._progress_columns, n_chains)
 
     @classmethod
     def _make_progressbar_update_functions(cls):
-        keys = [stat for stat, _ in cls._progress_columns]
-
-        def update_stats(step_stats):
-            tune = bool(step_stats.get("tune", False))
-            return {key: _progress_text(key, step_stats[key], tune) for key in keys}
-
-        return (update_stats,)
-
-
-def _progress_text(stat: str, value: float, tune: bool) -> str:
-    """A progress bar cell: a stat not defined yet (NaN, before the sampler's own kernel
-    starts) reads ``warm-up`` while tuning and ``-`` otherwise, not ``nan``."""
-    value = float(value)
-    if math.isnan(value):
-        return "warm-up" if tune else "-"
-    return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
+        return (progress_update(cls._progress_columns),)
 
 
 def _float32_slices(q0: RaveledVars) -> list[slice]:
