@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
-import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
@@ -67,10 +66,11 @@ from ..pseudo_marginal import (
     set_estimator_states,
 )
 from ..validation import check_integral
-from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .density import LogDensity
+from .evaluations import FailedEvaluations, check_on_error
 from .progress import progress_update, progressbar_config
 from .records import ChainRecord, ChainState, Proposal, StepInfo, fill_stats
-from .start import ChainStart, searching
+from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
 from .store import SharedEstimate, data_fingerprint, point_key
 
@@ -236,8 +236,6 @@ class BaseKernelStep(ArrayStepShared):
         self._logp_fn = compile_pytensor([raveled_input], logp,
                                           **logp_compile_kwargs(compile_kwargs))
         self._logp_fn.trust_input = True
-        # the evaluated density: the compiled one, or the user's wrapper around it
-        self._logp_call = self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn)
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
         self._evaluated: tuple = (None, math.nan)  # last (point, logp) of _evaluate
@@ -250,15 +248,17 @@ class BaseKernelStep(ArrayStepShared):
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
-        self.on_error = check_on_error(on_error)
+        check_on_error(on_error)
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
-        self._float32_slices: list[slice] | None = None
         self._warned_refresh = False
-        self._input_dtype = np.dtype(pytensor.config.floatX)
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        # the evaluated density: the compiled one, or the user's wrapper around it
+        self._density = LogDensity(
+            self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
+            on_error=on_error, name=f"{type(self).__name__}{list(self.var_names)}")
         self._start = ChainStart(model, vars, name=f"{type(self).__name__}{list(self.var_names)}",
                                  estimators=bool(find_estimators(self._logp_fn)))
         self._walk = WarmupKernel(self.dim, **self._warmup_config(),
@@ -277,6 +277,11 @@ class BaseKernelStep(ArrayStepShared):
         return StepInfo(self._warm.x.copy(), None if x is None else x.copy(), float(logp),
                         float(accept_prob), bool(accepted), int(n_evals), phase, bool(tune),
                         bool(probe))
+
+    @property
+    def on_error(self) -> str:
+        """What an exception raised by the log density does (``"raise"`` or ``"reject"``)."""
+        return self._density.on_error
 
     @property
     def n_steps(self) -> int:
@@ -427,7 +432,7 @@ class BaseKernelStep(ArrayStepShared):
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
         self._warm = ChainRecord()
-        self._failed = FailedEvaluations()
+        self._density.failed = FailedEvaluations()
         self.tune = True
 
     # ------------------------------------------------------------------ state
@@ -438,7 +443,8 @@ class BaseKernelStep(ArrayStepShared):
             rng=get_state_from_generator(self.rng),
             tune=self.tune,
             chain=to_state({"warm": self._warm, "adapt": self._adapt,
-                            "chain_tune": self._chain_tune, "failed": self._failed}),
+                            "chain_tune": self._chain_tune,
+                            "failed": self._density.failed}),
             estimators=to_state(estimator_states(self._logp_fn)),
         )
 
@@ -454,7 +460,7 @@ class BaseKernelStep(ArrayStepShared):
         chain = from_state(state.chain)
         self._warm, self._adapt = chain["warm"], chain["adapt"]
         self._chain_tune = chain["chain_tune"]
-        self._failed = chain.get("failed", FailedEvaluations())
+        self._density.failed = chain.get("failed", FailedEvaluations())
         set_estimator_states(self._logp_fn, from_state(state.estimators))
 
     # ------------------------------------------------------------------ sampling
@@ -465,7 +471,7 @@ class BaseKernelStep(ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         w = self._warm
         point = self._incoming_point
-        self._failed.begin_draw()
+        self._density.begin_draw(self.tune)
         evals = self._sync(q0, point)
         if self.tune:
             self._tuning_draw_start()
@@ -510,10 +516,9 @@ class BaseKernelStep(ArrayStepShared):
             "n_evals": evals,
             "laplace_start": w.start,
             "n_steps": n_steps,
-            **self._failed.draw_stats(),
-            "warning": self._failed.warning(
-                f"{type(self).__name__}{list(self.var_names)}", self._q0_info,
-                self._chain_draws),
+            **self._density.failed.draw_stats(),
+            "warning": self._density.failed.warning(self._density.name, self._density.info,
+                                                    self._chain_draws),
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
@@ -553,9 +558,10 @@ class BaseKernelStep(ArrayStepShared):
         """The log density at the whitened ``position`` (one evaluation): the state there
         and its model-space point (float32 variables rounded as PyMC stores them)."""
         w = self._warm
-        x_new = self._round(w.precond.to_x(position))
-        u_new = w.precond.to_u(x_new) if self._float32_slices else position
-        logp = self._logp_unchecked(x_new)  # astep ignores FP warnings
+        density = self._density
+        x_new = density.round(w.precond.to_x(position))
+        u_new = w.precond.to_u(x_new) if density.float32 else position
+        logp = density.unchecked(x_new)  # astep ignores FP warnings
         self._evaluated = (x_new, logp)
         return ChainState(u_new, logp), x_new
 
@@ -577,41 +583,11 @@ class BaseKernelStep(ArrayStepShared):
         """Per-iteration sampler stats, with neutral values where none were produced."""
         return fill_stats(self.stats_dtypes_shapes, BaseKernelStep.stats_dtypes_shapes, info)
 
-    def _logp(self, x: np.ndarray) -> float:
-        with np.errstate(all="ignore"):
-            return self._logp_unchecked(x)
-
-    def _logp_unchecked(self, x: np.ndarray) -> float:
-        """:meth:`_logp` without its ``np.errstate`` (the caller holds one)."""
-        try:
-            value = float(self._logp_call(np.asarray(x, dtype=self._input_dtype)))
-        except Exception as exc:  # the user's code (an estimator, a solver) raised
-            if self.on_error == "raise":
-                raise LogDensityError(self._failed.error(
-                    f"{type(self).__name__}{list(self.var_names)}", x,
-                    getattr(self, "_q0_info", None), self.tune)) from exc
-            self._failed.add(x, exc)
-            return -math.inf
-        if math.isnan(value):
-            self._failed.add(x)
-        return value if math.isfinite(value) else -math.inf
-
-    def _round(self, x: np.ndarray) -> np.ndarray:
-        """The point PyMC will store: float32 variables rounded (mixed-precision blocks)."""
-        if self._float32_slices:
-            x = x.copy()
-            for sl in self._float32_slices:
-                x[sl] = x[sl].astype(np.float32)
-        return x
-
     # ------------------------------------------------------------------ chain state
     def _sync(self, q0: RaveledVars, point) -> int:
         """Make the stored state match the incoming point; return evaluations spent."""
         w = self._warm
-        if self._float32_slices is None:
-            self._float32_slices = _float32_slices(q0)
-        self._q0_info = q0.point_map_info
-        self._input_dtype = q0.data.dtype
+        self._density.layout(q0)
         if w.x is None:  # a new chain: the data may have changed since the last one
             w.data_key = data_fingerprint(self._logp_fn, self.shared.values())
         key = point_key(point) + w.data_key
@@ -626,7 +602,7 @@ class BaseKernelStep(ArrayStepShared):
         if stored is not None:
             w.logp, w.key = stored, key
             return 0
-        w.logp, w.key = self._logp(x), key  # -inf is the state's value: never raise here
+        w.logp, w.key = self._density(x), key  # -inf is the state's value: never raise here
         if w.noisy and not self._warned_refresh:
             self._warned_refresh = True
             warnings.warn(
@@ -650,8 +626,8 @@ class BaseKernelStep(ArrayStepShared):
         if not walk.adapt or (laplace is None and walk.cov is not None):
             laplace = False  # a given initial shape is replaced only on request
         res = self._start.run(
-            x, logp=self._logp, search_logp=searching(self._logp_call, self._input_dtype),
-            round=self._round, rng=self.rng, stored=stored, tune=self.tune, laplace=laplace,
+            x, logp=self._density, search_logp=self._density.searching(),
+            round=self._density.round, rng=self.rng, stored=stored, tune=self.tune, laplace=laplace,
             laplace_starts=self.laplace_starts, point=point, point_map_info=info)
         w.x, w.logp, w.noisy, w.start = res.x, res.logp, res.noisy, res.laplace_start
         w.key = b"" if res.moved else key  # a moved start is stored at the draw's end
@@ -722,13 +698,3 @@ class BaseKernelStep(ArrayStepShared):
     @classmethod
     def _make_progressbar_update_functions(cls):
         return (progress_update(cls._progress_columns),)
-
-
-def _float32_slices(q0: RaveledVars) -> list[slice]:
-    """Slices of the float32 variables in a raveled vector (rounded like PyMC stores them)."""
-    slices, start = [], 0
-    for _name, _shape, size, dtype in q0.point_map_info:
-        if np.dtype(dtype) == np.float32:
-            slices.append(slice(start, start + int(size)))
-        start += int(size)
-    return slices
