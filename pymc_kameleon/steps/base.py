@@ -1,29 +1,19 @@
 """The PyMC step base shared by every sampler in this package.
 
-:class:`BaseKernelStep` owns everything that is not specific to one algorithm:
+:class:`BaseKernelStep` is the PyMC adapter: it compiles the block's log density (no
+gradient), keeps the chain state (position, *stored* log density) and runs, per PyMC draw,
+``n_steps`` iterations of propose -> Metropolis-Hastings -> adapt, first with the warm-up
+kernel (:mod:`pymc_kameleon.adaptation.warmup_kernel`, which learns the whitening map) and
+then with the sampler's own proposal in the whitened coordinates ``u``.  Its parts live in
+their own modules: the chain's start (:mod:`~.start`), the evaluated log density and its
+failures (:mod:`~.density`, :mod:`~.evaluations`), the stored value shared between steps
+(:mod:`~.store`), records and stats (:mod:`~.records`), the progress bar (:mod:`~.progress`)
+and the saved state (:mod:`~.state`).
 
-* compiling the model log density once, for the raveled value variables of the block
-  (only the log density: no gradient is ever compiled or used);
-* the chain state (position, *stored* log density) and the estimate shared with the other
-  steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
-  sampling with a likelihood estimator stays exact;
-* the start of a chain (noise check, gradient-free Laplace start:
-  :mod:`~pymc_kameleon.steps.start`) and the warm-up kernel
-  (:mod:`pymc_kameleon.adaptation.warmup_kernel`), a preconditioned random walk that learns
-  location and scale of the posterior in growing windows; afterwards the sampler works in
-  the warm-up's whitened coordinates ``u``;
-* several Metropolis-Hastings iterations per PyMC draw (``n_steps``), each with one
-  log-density evaluation, and the MH decision from a :class:`Proposal`;
-* stats (PyMC's convention for tuned values), ``stop_tuning`` / ``reset_tuning``,
-  ``sampling_state`` as a ``DataClassState``, ``competence``, reseeding of likelihood
-  estimators, ``SamplingError`` on a bad start.
-
-A sampler subclasses it and implements, all in whitened coordinates:
-``_initial_adapt_state`` (everything it adapts, as one object), ``_propose`` (if it
-hands over after the warm-up), ``_adapt_step`` (per tuning iteration: record, accumulate),
-``_begin_tuning_draw`` (per tuning draw: apply batched adaptation, refresh) and
-``_tuning_stats`` (the tuned values it reports).  The split mirrors BlackJAX's
-``State(position, logdensity)`` / ``Info(...)``.
+A sampler subclasses it and implements, in whitened coordinates: ``_initial_adapt_state``
+(everything it adapts, as one object), ``_propose``, ``_adapt_step`` (per tuning
+iteration), ``_begin_tuning_draw`` (per tuning draw: batched adaptation) and
+``_tuning_stats`` (the tuned values it reports).
 
 Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal
 (none when the proposal is rejected outright, e.g. a diverged trajectory); the current value
@@ -41,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
-from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.blocking import RaveledVars
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.stats.convergence import SamplerWarning
@@ -59,7 +49,6 @@ from ..adaptation.warmup_kernel import WarmupKernel, random_walk_target
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
-    PseudoMarginalWarning,
     estimator_states,
     find_estimators,
     reseed_estimators,
@@ -72,7 +61,7 @@ from .progress import progress_update, progressbar_config
 from .records import ChainRecord, ChainState, Proposal, StepInfo, fill_stats
 from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
-from .store import SharedEstimate, data_fingerprint, point_key
+from .store import PointSync, SharedEstimate, data_fingerprint
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "StepInfo", "random_walk_target"]
 
@@ -251,10 +240,11 @@ class BaseKernelStep(ArrayStepShared):
         check_on_error(on_error)
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
-        self._warned_refresh = False
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        self._points = PointSync(self._store, self._data_fingerprint,
+                                 f"{type(self).__name__}{self.var_names}")
         # the evaluated density: the compiled one, or the user's wrapper around it
         self._density = LogDensity(
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
@@ -277,6 +267,9 @@ class BaseKernelStep(ArrayStepShared):
         return StepInfo(self._warm.x.copy(), None if x is None else x.copy(), float(logp),
                         float(accept_prob), bool(accepted), int(n_evals), phase, bool(tune),
                         bool(probe))
+
+    def _data_fingerprint(self) -> bytes:
+        return data_fingerprint(self._logp_fn, self.shared.values())
 
     @property
     def on_error(self) -> str:
@@ -523,7 +516,7 @@ class BaseKernelStep(ArrayStepShared):
             **self._tuning_stats(),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
-        self._remember(new, point)
+        self._points.remember(w, new, point)
         return new, [stats]
 
     def _walk_proposal(self, state: ChainState, probe: bool = False,
@@ -588,33 +581,14 @@ class BaseKernelStep(ArrayStepShared):
         """Make the stored state match the incoming point; return evaluations spent."""
         w = self._warm
         self._density.layout(q0)
-        if w.x is None:  # a new chain: the data may have changed since the last one
-            w.data_key = data_fingerprint(self._logp_fn, self.shared.values())
-        key = point_key(point) + w.data_key
+        key = self._points.key(w, point)
         if w.x is not None and key == w.key:
             return 0
         x = np.array(q0.data, dtype=float)
         stored = self._store.get(key)
         if w.x is None:
             return self._start_chain(x, key, point, stored, q0.point_map_info)
-        # another step moved variables outside the block: one value for the new point
-        w.x = x
-        if stored is not None:
-            w.logp, w.key = stored, key
-            return 0
-        w.logp, w.key = self._density(x), key  # -inf is the state's value: never raise here
-        if w.noisy and not self._warned_refresh:
-            self._warned_refresh = True
-            warnings.warn(
-                f"{type(self).__name__}{self.var_names}: another step method changed variables "
-                "outside this block without sharing the stored likelihood estimate, so it was "
-                "re-estimated (Monte Carlo within Metropolis): the chain does not target the "
-                "exact posterior. Sample every continuous variable with steps of this package "
-                "(they share the stored estimate).",
-                PseudoMarginalWarning,
-                stacklevel=2,
-            )
-        return 1
+        return self._points.refresh(w, x, key, stored, self._density)
 
     def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
                      info) -> int:
@@ -640,13 +614,6 @@ class BaseKernelStep(ArrayStepShared):
         if res.cov is not None:
             walk.start_at(w.walk, w.x, res.cov)
         return res.n_evals
-
-    def _remember(self, new: RaveledVars, point) -> None:
-        """Key the stored value on the full point PyMC will pass next, and share it."""
-        full = DictToArrayBijection.rmap(new, start_point=dict(point))
-        w = self._warm
-        w.key = point_key(full) + w.data_key
-        self._store.put(w.key, w.logp)
 
     # ------------------------------------------------------------------ adaptation
     def _tuning_draw_start(self) -> None:
