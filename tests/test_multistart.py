@@ -12,6 +12,7 @@ from checks import sample, wrap_py
 
 from pymc_kameleon import LogDensityError, RandomWalkStep
 from pymc_kameleon.adaptation.laplace import laplace_start
+from pymc_kameleon.steps.start import ChainStart, searching
 
 #: modes of the potential: a local one at -1 (e^-8 of the mass) and the global one at 6
 LOCAL, GLOBAL = -1.0, 6.0
@@ -28,6 +29,15 @@ def two_basins():
         pm.Potential("bumps", pt.logaddexp(-0.5 * ((x - LOCAL) / 0.3) ** 2 - 8.0,
                                            -0.5 * ((x - GLOBAL) / 0.3) ** 2))
     return model
+
+
+def _chain_start(model, vars=None, **kwargs):
+    """A step's block, its chain start and its log density as the optimiser evaluates it
+    (the compiled one, caught through ``logp_wrapper``)."""
+    compiled = []
+    with model:
+        step = RandomWalkStep(vars, logp_wrapper=lambda f: compiled.append(f) or f, **kwargs)
+    return step, ChainStart(model, step.vars), searching(compiled[0])
 
 
 def _first_draws(model, **step_kwargs) -> tuple[np.ndarray, np.ndarray]:
@@ -149,18 +159,20 @@ def test_prior_draws_estimate_the_normalising_constant(conjugate):
     relative error is about 0.1), the same in every chain; ``-inf`` for a block that is not
     the whole model and for a prior that cannot be drawn from."""
     model, exact = conjugate
-    with model:
-        step = RandomWalkStep()
-    estimate, evals = step._prior_evidence()
+    _, start, logp = _chain_start(model)
+    estimate, evals = start.prior_evidence(logp)
     assert abs(estimate - exact) < 0.3 and evals == 200
-    assert step._prior_evidence() == (estimate, 200)
-    with pm.Model():
+    assert start.prior_evidence(logp) == (estimate, 200)
+    with pm.Model() as other:
         a, b = pm.Normal("a"), pm.Normal("b")
         pm.Normal("y", a + b, 1.0, observed=[0.5])
-        assert RandomWalkStep([a])._prior_evidence() == (-np.inf, 0)
+    _, start, logp = _chain_start(other, [a])
+    assert start.prior_evidence(logp) == (-np.inf, 0)
+    with other:
         flat = pm.Flat("c")
         pm.Potential("p", -0.5 * flat**2)
-        assert RandomWalkStep()._prior_evidence() == (-np.inf, 0)
+    _, start, logp = _chain_start(other)
+    assert start.prior_evidence(logp) == (-np.inf, 0)
 
 
 def test_funnel_neck_modes_of_the_latent_time_series_are_not_kept():
@@ -173,13 +185,11 @@ def test_funnel_neck_modes_of_the_latent_time_series_are_not_kept():
 
     model = timeseries_model()
     for seed in (3, 5):
-        with model:
-            step = RandomWalkStep(rng=np.random.default_rng(seed))
-        ip = model.initial_point()
-        x0 = np.concatenate([np.atleast_1d(ip[v.name]).ravel() for v in step.vars])
-        starts, (log_evidence, _) = step._dispersed_starts(x0), step._prior_evidence()
-        step._searching = True
-        kept = laplace_start(step._logp, x0, 200 * 27, starts=starts)
+        step, start, logp = _chain_start(model, rng=np.random.default_rng(seed))
+        x0 = start.ravel(model.initial_point())
+        starts = start.dispersed_starts(x0, step.rng, step.laplace_starts)
+        log_evidence, _ = start.prior_evidence(logp)
+        kept = laplace_start(logp, x0, 200 * 27, starts=starts)
         assert kept.cov is not None and kept.mode[0] < -10.0, kept  # the neck
-        res = laplace_start(step._logp, x0, 200 * 27, starts=starts, log_evidence=log_evidence)
+        res = laplace_start(logp, x0, 200 * 27, starts=starts, log_evidence=log_evidence)
         assert res.cov is None, res

@@ -33,7 +33,7 @@ from pymc_kameleon import (
     pseudo_marginal_potential,
 )
 from pymc_kameleon.models.targets import banana_logp
-from pymc_kameleon.steps.base import _progress_text
+from pymc_kameleon.steps.progress import progress_text
 
 
 @pytest.fixture(params=list(SAMPLERS), scope="module")
@@ -191,11 +191,11 @@ def test_progress_bar_columns(gauss, sampler):
 
 
 def test_progress_bar_text():
-    assert _progress_text("accept", 0.2345, True) == "0.23"
-    assert _progress_text("scaling", 1234.5, False) == "1.23e+03"
-    assert _progress_text("scaling", np.float64(0.5), True) == "0.5"
-    assert _progress_text("scaling", np.nan, True) == "warm-up"
-    assert _progress_text("step_size", np.nan, False) == "-"
+    assert progress_text("accept", 0.2345, True) == "0.23"
+    assert progress_text("scaling", 1234.5, False) == "1.23e+03"
+    assert progress_text("scaling", np.float64(0.5), True) == "0.5"
+    assert progress_text("scaling", np.nan, True) == "warm-up"
+    assert progress_text("step_size", np.nan, False) == "-"
 
 
 def test_sampling_state_round_trip(gauss, sampler):

@@ -4,6 +4,10 @@
   Metropolis-Hastings -> adapt, stats, tuning, ``sampling_state``; the warm-up is the
   PyMC-free kernel of :mod:`~pymc_kameleon.adaptation.warmup_kernel`.
 * :mod:`~pymc_kameleon.steps.start`: the first draw of a chain (noise check, Laplace start).
+* :mod:`~pymc_kameleon.steps.density`, :mod:`~pymc_kameleon.steps.evaluations`: the
+  evaluated log density and its failures; :mod:`~pymc_kameleon.steps.store`: the stored
+  value shared between steps; :mod:`~pymc_kameleon.steps.records`: state, proposal,
+  per-iteration info and stats; :mod:`~pymc_kameleon.steps.progress`: the progress bar.
 * :mod:`~pymc_kameleon.steps.local_gaussian`: position-dependent Gaussian proposals (shared
   by KAMH and F-KAMH).
 * :mod:`~pymc_kameleon.steps.kameleon`, :mod:`~pymc_kameleon.steps.fast_kameleon`,

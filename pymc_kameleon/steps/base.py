@@ -1,29 +1,19 @@
 """The PyMC step base shared by every sampler in this package.
 
-:class:`BaseKernelStep` owns everything that is not specific to one algorithm:
+:class:`BaseKernelStep` is the PyMC adapter: it compiles the block's log density (no
+gradient), keeps the chain state (position, *stored* log density) and runs, per PyMC draw,
+``n_steps`` iterations of propose -> Metropolis-Hastings -> adapt, first with the warm-up
+kernel (:mod:`pymc_kameleon.adaptation.warmup_kernel`, which learns the whitening map) and
+then with the sampler's own proposal in the whitened coordinates ``u``.  Its parts live in
+their own modules: the chain's start (:mod:`~.start`), the evaluated log density and its
+failures (:mod:`~.density`, :mod:`~.evaluations`), the stored value shared between steps
+(:mod:`~.store`), records and stats (:mod:`~.records`), the progress bar (:mod:`~.progress`)
+and the saved state (:mod:`~.state`).
 
-* compiling the model log density once, for the raveled value variables of the block
-  (only the log density: no gradient is ever compiled or used);
-* the chain state (position, *stored* log density) and the estimate shared with the other
-  steps of this package in the same chain (:class:`~.store.SharedEstimate`), so block-wise
-  sampling with a likelihood estimator stays exact;
-* the start of a chain (noise check, gradient-free Laplace start:
-  :mod:`~pymc_kameleon.steps.start`) and the warm-up kernel
-  (:mod:`pymc_kameleon.adaptation.warmup_kernel`), a preconditioned random walk that learns
-  location and scale of the posterior in growing windows; afterwards the sampler works in
-  the warm-up's whitened coordinates ``u``;
-* several Metropolis-Hastings iterations per PyMC draw (``n_steps``), each with one
-  log-density evaluation, and the MH decision from a :class:`Proposal`;
-* stats (PyMC's convention for tuned values), ``stop_tuning`` / ``reset_tuning``,
-  ``sampling_state`` as a ``DataClassState``, ``competence``, reseeding of likelihood
-  estimators, ``SamplingError`` on a bad start.
-
-A sampler subclasses it and implements, all in whitened coordinates:
-``_initial_adapt_state`` (everything it adapts, as one object), ``_propose`` (if it
-hands over after the warm-up), ``_adapt_step`` (per tuning iteration: record, accumulate),
-``_begin_tuning_draw`` (per tuning draw: apply batched adaptation, refresh) and
-``_tuning_stats`` (the tuned values it reports).  The split mirrors BlackJAX's
-``State(position, logdensity)`` / ``Info(...)``.
+A sampler subclasses it and implements, in whitened coordinates: ``_initial_adapt_state``
+(everything it adapts, as one object), ``_propose``, ``_adapt_step`` (per tuning
+iteration), ``_begin_tuning_draw`` (per tuning draw: batched adaptation) and
+``_tuning_stats`` (the tuned values it reports).
 
 Exactness (see ``ALGORITHMS.md``): one log-density evaluation per iteration, at the proposal
 (none when the proposal is rejected outright, e.g. a diverged trajectory); the current value
@@ -37,13 +27,11 @@ import math
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pymc as pm
-import pytensor
-from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.blocking import RaveledVars
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.stats.convergence import SamplerWarning
@@ -55,25 +43,25 @@ from pymc.util import (
     get_value_vars_from_user_vars,
 )
 from pymc.vartypes import discrete_types
-from rich.progress import TextColumn
-from rich.table import Column
 
 from ..adaptation.warmup import AffineMap
-from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
+from ..adaptation.warmup_kernel import WarmupKernel, random_walk_target
 from ..adaptation.work import WorkPerDraw
-from ..compat import logp_compile_kwargs
+from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
-    PseudoMarginalWarning,
     estimator_states,
     find_estimators,
     reseed_estimators,
     set_estimator_states,
 )
 from ..validation import check_integral
-from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .density import LogDensity
+from .evaluations import FailedEvaluations, check_on_error
+from .progress import progress_update, progressbar_config
+from .records import ChainRecord, ChainState, Proposal, StepInfo, fill_stats
 from .start import ChainStart
 from .state import KernelStepState, from_state, to_state
-from .store import SharedEstimate, data_fingerprint, point_key
+from .store import PointSync, SharedEstimate, data_fingerprint
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "StepInfo", "random_walk_target"]
 
@@ -85,107 +73,9 @@ _sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector
 _MIN_DEFAULT_STEPS = 5
 
 
-@dataclass
-class ChainState:
-    """Where the chain is, in the sampler's (whitened) coordinates, and its stored value."""
-
-    position: np.ndarray
-    logp: float
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """A proposed position and the log correction of the acceptance ratio.
-
-    ``log_correction`` is ``log q(x | x*) - log q(x* | x)`` for a Metropolis-Hastings
-    proposal, or ``K(p) - K(p*)`` for a Hamiltonian one; the step accepts with probability
-    ``min(1, exp(logp(x*) - logp(x) + log_correction))``.
-    """
-
-    position: np.ndarray
-    log_correction: float
-
-
-@dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
-class StepInfo:
-    """What one Metropolis-Hastings iteration of a step did.
-
-    Read the last iteration's as :attr:`BaseKernelStep.last_info`, or every iteration's
-    (tuning included) through the step's ``callback``.  Building it costs nothing unless
-    one of the two is read.
-
-    Attributes
-    ----------
-    position : numpy.ndarray
-        The chain's point after the iteration, in model coordinates (the block's raveled
-        values, as PyMC stores them).
-    proposal : numpy.ndarray or None
-        The last point the iteration evaluated, in model coordinates, or ``None`` when it
-        evaluated none (a diverged trajectory, a non-finite proposal).  Delayed rejection's
-        second stage is the last.
-    logp_proposal : float
-        Its log density (``-inf`` outside the support, for NaN or a failed evaluation);
-        NaN when nothing was evaluated.
-    accept_prob : float
-        The Metropolis-Hastings acceptance probability.
-    accepted : bool
-        Whether the chain moved.
-    n_evals : int
-        Log-density evaluations of the iteration (0, 1, or 2 with delayed rejection).
-    phase : str
-        ``"warmup"`` (the warm-up random walk proposed) or ``"kernel"`` (the sampler's own).
-    tune : bool
-        Whether the step was tuning.
-    probe : bool
-        Whether the warm-up proposed the current point again to measure the noise of a
-        likelihood estimator (only while tuning).
-    """
-
-    position: np.ndarray
-    proposal: np.ndarray | None
-    logp_proposal: float
-    accept_prob: float
-    accepted: bool
-    n_evals: int
-    phase: str
-    tune: bool
-    probe: bool
-
-
-@dataclass
-class ChainRecord:
-    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
-
-    x: np.ndarray | None = None  # position in model coordinates
-    logp: float = float("nan")
-    key: bytes = b""  # full point (all model variables) the stored value belongs to
-    data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
-    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
-    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
-    draw: int = 0  # tuning draws done
-    start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
-    noisy: bool = False
-    iteration: int = 0  # MH iterations done while tuning
-    work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
-    work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
-    accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
-
-    @property
-    def precond(self) -> AffineMap:
-        """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
-        return self.walk.precond
-
-    @precond.setter
-    def precond(self, value: AffineMap) -> None:
-        self.walk.precond = value
-
-    @property
-    def laplace(self) -> bool:
-        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
-        return self.walk.laplace
-
-
-class BaseKernelStep(ChainStart, ArrayStepShared):
+class BaseKernelStep(ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
 
     Parameters
@@ -335,12 +225,9 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self._logp_fn = compile_pytensor([raveled_input], logp,
                                           **logp_compile_kwargs(compile_kwargs))
         self._logp_fn.trust_input = True
-        # the evaluated density: the compiled one, or the user's wrapper around it
-        self._logp_call = self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn)
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
         self._evaluated: tuple = (None, math.nan)  # last (point, logp) of _evaluate
-        self._has_estimators = bool(find_estimators(self._logp_fn))
         self._model = model
         self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
         if self.dim == 0:
@@ -350,16 +237,20 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         self.warmup_draws = None if warmup_draws is None else int(warmup_draws)
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
-        self._default_start: np.ndarray | None = None
-        self.on_error = check_on_error(on_error)
+        check_on_error(on_error)
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
-        self._float32_slices: list[slice] | None = None
-        self._warned_refresh = False
-        self._input_dtype = np.dtype(pytensor.config.floatX)
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         self._store = SharedEstimate.for_model(model)
+        self._points = PointSync(self._store, self._data_fingerprint,
+                                 f"{type(self).__name__}{self.var_names}")
+        # the evaluated density: the compiled one, or the user's wrapper around it
+        self._density = LogDensity(
+            self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
+            on_error=on_error, name=f"{type(self).__name__}{list(self.var_names)}")
+        self._start = ChainStart(model, vars, name=f"{type(self).__name__}{list(self.var_names)}",
+                                 estimators=bool(find_estimators(self._logp_fn)))
         self._walk = WarmupKernel(self.dim, **self._warmup_config(),
                                   to_the_end=not self._has_kernel_phase)
         self.reset_tuning()
@@ -376,6 +267,14 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         return StepInfo(self._warm.x.copy(), None if x is None else x.copy(), float(logp),
                         float(accept_prob), bool(accepted), int(n_evals), phase, bool(tune),
                         bool(probe))
+
+    def _data_fingerprint(self) -> bytes:
+        return data_fingerprint(self._logp_fn, self.shared.values())
+
+    @property
+    def on_error(self) -> str:
+        """What an exception raised by the log density does (``"raise"`` or ``"reject"``)."""
+        return self._density.on_error
 
     @property
     def n_steps(self) -> int:
@@ -526,7 +425,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
         self._adapt = self._initial_adapt_state()
         self._warm = ChainRecord()
-        self._failed = FailedEvaluations()
+        self._density.failed = FailedEvaluations()
         self.tune = True
 
     # ------------------------------------------------------------------ state
@@ -537,7 +436,8 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
             rng=get_state_from_generator(self.rng),
             tune=self.tune,
             chain=to_state({"warm": self._warm, "adapt": self._adapt,
-                            "chain_tune": self._chain_tune, "failed": self._failed}),
+                            "chain_tune": self._chain_tune,
+                            "failed": self._density.failed}),
             estimators=to_state(estimator_states(self._logp_fn)),
         )
 
@@ -553,7 +453,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         chain = from_state(state.chain)
         self._warm, self._adapt = chain["warm"], chain["adapt"]
         self._chain_tune = chain["chain_tune"]
-        self._failed = chain.get("failed", FailedEvaluations())
+        self._density.failed = chain.get("failed", FailedEvaluations())
         set_estimator_states(self._logp_fn, from_state(state.estimators))
 
     # ------------------------------------------------------------------ sampling
@@ -564,7 +464,7 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
         w = self._warm
         point = self._incoming_point
-        self._failed.begin_draw()
+        self._density.begin_draw(self.tune)
         evals = self._sync(q0, point)
         if self.tune:
             self._tuning_draw_start()
@@ -609,15 +509,14 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
             "n_evals": evals,
             "laplace_start": w.start,
             "n_steps": n_steps,
-            **self._failed.draw_stats(),
-            "warning": self._failed.warning(
-                f"{type(self).__name__}{list(self.var_names)}", self._q0_info,
-                self._chain_draws),
+            **self._density.failed.draw_stats(),
+            "warning": self._density.failed.warning(self._density.name, self._density.info,
+                                                    self._chain_draws),
             **self._fill_stats(info),
             **self._tuning_stats(),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
-        self._remember(new, point)
+        self._points.remember(w, new, point)
         return new, [stats]
 
     def _walk_proposal(self, state: ChainState, probe: bool = False,
@@ -652,9 +551,10 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
         """The log density at the whitened ``position`` (one evaluation): the state there
         and its model-space point (float32 variables rounded as PyMC stores them)."""
         w = self._warm
-        x_new = self._round(w.precond.to_x(position))
-        u_new = w.precond.to_u(x_new) if self._float32_slices else position
-        logp = self._logp_unchecked(x_new)  # astep ignores FP warnings
+        density = self._density
+        x_new = density.round(w.precond.to_x(position))
+        u_new = w.precond.to_u(x_new) if density.float32 else position
+        logp = density.unchecked(x_new)  # astep ignores FP warnings
         self._evaluated = (x_new, logp)
         return ChainState(u_new, logp), x_new
 
@@ -674,89 +574,46 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
 
     def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
         """Per-iteration sampler stats, with neutral values where none were produced."""
-        out = {}
-        base = BaseKernelStep.stats_dtypes_shapes
-        for name, (dtype, _) in self.stats_dtypes_shapes.items():
-            if name in base:
-                continue
-            if name in info:
-                out[name] = info[name]
-            else:
-                kind = np.dtype(dtype).kind
-                out[name] = np.nan if kind == "f" else (False if kind == "b" else 0)
-        return out
-
-    def _logp(self, x: np.ndarray) -> float:
-        with np.errstate(all="ignore"):
-            return self._logp_unchecked(x)
-
-    def _logp_unchecked(self, x: np.ndarray) -> float:
-        """:meth:`_logp` without its ``np.errstate`` (the caller holds one)."""
-        try:
-            value = float(self._logp_call(np.asarray(x, dtype=self._input_dtype)))
-        except Exception as exc:  # the user's code (an estimator, a solver) raised
-            if self._searching:  # a point of the Laplace start's optimiser (ChainStart)
-                return -math.inf
-            if self.on_error == "raise":
-                raise LogDensityError(self._failed.error(
-                    f"{type(self).__name__}{list(self.var_names)}", x,
-                    getattr(self, "_q0_info", None), self.tune)) from exc
-            self._failed.add(x, exc)
-            return -math.inf
-        if math.isnan(value) and not self._searching:
-            self._failed.add(x)
-        return value if math.isfinite(value) else -math.inf
-
-    def _round(self, x: np.ndarray) -> np.ndarray:
-        """The point PyMC will store: float32 variables rounded (mixed-precision blocks)."""
-        if self._float32_slices:
-            x = x.copy()
-            for sl in self._float32_slices:
-                x[sl] = x[sl].astype(np.float32)
-        return x
+        return fill_stats(self.stats_dtypes_shapes, BaseKernelStep.stats_dtypes_shapes, info)
 
     # ------------------------------------------------------------------ chain state
     def _sync(self, q0: RaveledVars, point) -> int:
         """Make the stored state match the incoming point; return evaluations spent."""
         w = self._warm
-        if self._float32_slices is None:
-            self._float32_slices = _float32_slices(q0)
-        self._q0_info = q0.point_map_info
-        self._input_dtype = q0.data.dtype
-        if w.x is None:  # a new chain: the data may have changed since the last one
-            w.data_key = data_fingerprint(self._logp_fn, self.shared.values())
-        key = point_key(point) + w.data_key
+        self._density.layout(q0)
+        key = self._points.key(w, point)
         if w.x is not None and key == w.key:
             return 0
         x = np.array(q0.data, dtype=float)
         stored = self._store.get(key)
         if w.x is None:
-            return self._start_chain(x, key, point, stored)
-        # another step moved variables outside the block: one value for the new point
-        w.x = x
-        if stored is not None:
-            w.logp, w.key = stored, key
-            return 0
-        w.logp, w.key = self._logp(x), key  # -inf is the state's value: never raise here
-        if w.noisy and not self._warned_refresh:
-            self._warned_refresh = True
-            warnings.warn(
-                f"{type(self).__name__}{self.var_names}: another step method changed variables "
-                "outside this block without sharing the stored likelihood estimate, so it was "
-                "re-estimated (Monte Carlo within Metropolis): the chain does not target the "
-                "exact posterior. Sample every continuous variable with steps of this package "
-                "(they share the stored estimate).",
-                PseudoMarginalWarning,
-                stacklevel=2,
-            )
-        return 1
+            return self._start_chain(x, key, point, stored, q0.point_map_info)
+        return self._points.refresh(w, x, key, stored, self._density)
 
-    def _remember(self, new: RaveledVars, point) -> None:
-        """Key the stored value on the full point PyMC will pass next, and share it."""
-        full = DictToArrayBijection.rmap(new, start_point=dict(point))
+    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
+                     info) -> int:
+        """First draw of a chain: the start (:class:`~.start.ChainStart`), then the
+        warm-up kernel from it; return the evaluations spent."""
         w = self._warm
-        w.key = point_key(full) + w.data_key
-        self._store.put(w.key, w.logp)
+        walk = self._walk
+        laplace = self.laplace
+        if not walk.adapt or (laplace is None and walk.cov is not None):
+            laplace = False  # a given initial shape is replaced only on request
+        res = self._start.run(
+            x, logp=self._density, search_logp=self._density.searching(),
+            round=self._density.round, rng=self.rng, stored=stored, tune=self.tune, laplace=laplace,
+            laplace_starts=self.laplace_starts, point=point, point_map_info=info)
+        w.x, w.logp, w.noisy, w.start = res.x, res.logp, res.noisy, res.laplace_start
+        w.key = b"" if res.moved else key  # a moved start is stored at the draw's end
+        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
+        if tune is not None:
+            self._chain_tune = tune
+        if self.tune and self._n_steps_given is None:
+            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
+        w.walk = walk.init()
+        if res.cov is not None:
+            walk.start_at(w.walk, w.x, res.cov)
+        return res.n_evals
 
     # ------------------------------------------------------------------ adaptation
     def _tuning_draw_start(self) -> None:
@@ -803,39 +660,8 @@ class BaseKernelStep(ChainStart, ArrayStepShared):
     # ------------------------------------------------------------------ progress bar
     @classmethod
     def _progressbar_config(cls, n_chains=1):
-        columns = [
-            TextColumn(f"{{task.fields[{stat}]}}", table_column=Column(header, ratio=1))
-            for stat, header in cls._progress_columns
-        ]
-        stats = {stat: [_progress_text(stat, 0.0, False)] * n_chains
-                 for stat, _ in cls._progress_columns}
-        return columns, stats
+        return progressbar_config(cls._progress_columns, n_chains)
 
     @classmethod
     def _make_progressbar_update_functions(cls):
-        keys = [stat for stat, _ in cls._progress_columns]
-
-        def update_stats(step_stats):
-            tune = bool(step_stats.get("tune", False))
-            return {key: _progress_text(key, step_stats[key], tune) for key in keys}
-
-        return (update_stats,)
-
-
-def _progress_text(stat: str, value: float, tune: bool) -> str:
-    """A progress bar cell: a stat not defined yet (NaN, before the sampler's own kernel
-    starts) reads ``warm-up`` while tuning and ``-`` otherwise, not ``nan``."""
-    value = float(value)
-    if math.isnan(value):
-        return "warm-up" if tune else "-"
-    return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
-
-
-def _float32_slices(q0: RaveledVars) -> list[slice]:
-    """Slices of the float32 variables in a raveled vector (rounded like PyMC stores them)."""
-    slices, start = [], 0
-    for _name, _shape, size, dtype in q0.point_map_info:
-        if np.dtype(dtype) == np.float32:
-            slices.append(slice(start, start + int(size)))
-        start += int(size)
-    return slices
+        return (progress_update(cls._progress_columns),)

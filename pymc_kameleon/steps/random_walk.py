@@ -187,13 +187,6 @@ class RandomWalkStep(BaseKernelStep):
             "adapt": self.adapt_scale,
         }
 
-    def _use_laplace(self, noisy: bool) -> bool:
-        # a given cov is the initial shape: the Laplace start (which would replace it) only
-        # on request
-        if self._cov is not None and self.laplace is None:
-            return False
-        return super()._use_laplace(noisy)
-
     def _tuning_stats(self) -> dict[str, Any]:
         return {"scaling": self._warm.walk.rw.value}
 

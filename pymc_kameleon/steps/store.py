@@ -21,13 +21,17 @@ data.
 from __future__ import annotations
 
 import hashlib
+import warnings
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from pymc.blocking import DictToArrayBijection
 
-__all__ = ["SharedEstimate", "data_fingerprint", "point_key"]
+from ..pseudo_marginal import PseudoMarginalWarning
+
+__all__ = ["PointSync", "SharedEstimate", "data_fingerprint", "point_key"]
 
 _STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -82,3 +86,64 @@ class SharedEstimate:
 
     def put(self, key: bytes, logp: float) -> None:
         self.key, self.logp = key, float(logp)
+
+
+class PointSync:
+    """Keeps a chain's stored value matched to the full point PyMC passes a step.
+
+    The chain's record (``x``, ``logp``, ``key``, ``data_key``, ``noisy``) is the step's;
+    this object computes the keys, shares the value through the model's
+    :class:`SharedEstimate` and re-evaluates where another step moved variables outside
+    the block without a shared value.
+
+    Parameters
+    ----------
+    store : SharedEstimate
+        The model's store.
+    fingerprint : callable
+        ``fingerprint()``: the digest of the model's data (:func:`data_fingerprint`).
+    name : str
+        The step's name and variables, for messages.
+    """
+
+    def __init__(self, store: SharedEstimate, fingerprint, name: str = ""):
+        self.store = store
+        self.fingerprint = fingerprint
+        self.name = name
+        self.warned = False  # the re-estimation warning, once per step
+
+    def key(self, record, point: dict) -> bytes:
+        """The key of ``point`` (a new chain takes the data's fingerprint first: the data
+        may have changed since the last one)."""
+        if record.x is None:
+            record.data_key = self.fingerprint()
+        return point_key(point) + record.data_key
+
+    def refresh(self, record, x: np.ndarray, key: bytes, stored: float | None,
+                logp) -> int:
+        """Another step moved variables outside the block: the chain is at ``x`` with the
+        stored value of ``key`` or one new value of ``logp``; return evaluations spent."""
+        record.x = x
+        if stored is not None:
+            record.logp, record.key = stored, key
+            return 0
+        record.logp, record.key = logp(x), key  # -inf is the state's value: never raise here
+        if record.noisy and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"{self.name}: another step method changed variables "
+                "outside this block without sharing the stored likelihood estimate, so it was "
+                "re-estimated (Monte Carlo within Metropolis): the chain does not target the "
+                "exact posterior. Sample every continuous variable with steps of this package "
+                "(they share the stored estimate).",
+                PseudoMarginalWarning,
+                stacklevel=3,
+            )
+        return 1
+
+    def remember(self, record, new, point: dict) -> None:
+        """Key the stored value on the full point PyMC will pass next (``new``, the block's
+        raveled values, in ``point``), and share it."""
+        full = DictToArrayBijection.rmap(new, start_point=dict(point))
+        record.key = point_key(full) + record.data_key
+        self.store.put(record.key, record.logp)

@@ -1,0 +1,103 @@
+"""The block's log density as a step evaluates it.
+
+:class:`LogDensity` wraps the compiled log density (or the user's ``logp_wrapper`` around
+it): it takes a point as PyMC stores it (the block's dtype, float32 variables rounded:
+:meth:`LogDensity.round`) and applies the step's ``on_error`` to a failure: an exception
+raises :class:`~.evaluations.LogDensityError` or is a rejection, NaN is a rejection; both
+are counted in :class:`~.evaluations.FailedEvaluations` (see ``docs/robustness.md``).  The
+Laplace start's optimiser evaluates the same function through :meth:`LogDensity.searching`,
+where failures are ``-inf`` and not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytensor
+from pymc.blocking import RaveledVars
+
+from .evaluations import FailedEvaluations, LogDensityError, check_on_error
+from .start import searching
+
+__all__ = ["LogDensity"]
+
+
+class LogDensity:
+    """The evaluated log density of a step's block, with its failure handling.
+
+    Parameters
+    ----------
+    call : callable
+        ``call(x)``: the log density (a 0-d array or a float) of the block's raveled values.
+    on_error : {"raise", "reject"}
+        What an exception raised by ``call`` does (the step's ``on_error``).
+    name : str
+        The step's name and variables, for messages.
+    """
+
+    def __init__(self, call: Callable[[np.ndarray], Any], *, on_error: str = "raise",
+                 name: str = ""):
+        self.call = call
+        self.on_error = check_on_error(on_error)
+        self.name = name
+        self.dtype = np.dtype(pytensor.config.floatX)  # the block's, from its first point
+        self.float32: list[slice] | None = None  # the float32 variables, rounded on storing
+        self.info: Any = None  # the block's layout (PyMC's point_map_info)
+        self.failed = FailedEvaluations()  # the chain's failures
+        self.tune = True  # whether the current draw tunes (for the error's message)
+
+    def layout(self, q0: RaveledVars) -> None:
+        """Take the block's dtype, layout and float32 variables from PyMC's point."""
+        if self.float32 is None:
+            self.float32 = _float32_slices(q0)
+        self.info = q0.point_map_info
+        self.dtype = q0.data.dtype
+
+    def begin_draw(self, tune: bool) -> None:
+        """A draw starts: its failures are counted from here (``tune``: it tunes)."""
+        self.tune = tune
+        self.failed.begin_draw()
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """The point PyMC will store: float32 variables rounded (mixed-precision blocks)."""
+        if self.float32:
+            x = x.copy()
+            for sl in self.float32:
+                x[sl] = x[sl].astype(np.float32)
+        return x
+
+    def __call__(self, x: np.ndarray) -> float:
+        """The log density at ``x`` (``-inf`` where it is not finite or failed)."""
+        with np.errstate(all="ignore"):
+            return self.unchecked(x)
+
+    def unchecked(self, x: np.ndarray) -> float:
+        """:meth:`__call__` without its ``np.errstate`` (the caller holds one)."""
+        try:
+            value = float(self.call(np.asarray(x, dtype=self.dtype)))
+        except Exception as exc:  # the user's code (an estimator, a solver) raised
+            if self.on_error == "raise":
+                raise LogDensityError(
+                    self.failed.error(self.name, x, self.info, self.tune)) from exc
+            self.failed.add(x, exc)
+            return -math.inf
+        if math.isnan(value):
+            self.failed.add(x)
+        return value if math.isfinite(value) else -math.inf
+
+    def searching(self) -> Callable[[np.ndarray], float]:
+        """The log density for the Laplace start's optimiser (:func:`~.start.searching`)."""
+        return searching(self.call, self.dtype)
+
+
+def _float32_slices(q0: RaveledVars) -> list[slice]:
+    """Slices of the float32 variables in a raveled vector (rounded like PyMC stores them)."""
+    slices, start = [], 0
+    for _name, _shape, size, dtype in q0.point_map_info:
+        if np.dtype(dtype) == np.float32:
+            slices.append(slice(start, start + int(size)))
+        start += int(size)
+    return slices

@@ -1,0 +1,137 @@
+"""What a step keeps per chain and reports per iteration.
+
+:class:`ChainState` and :class:`Proposal` are the sampler's view (whitened coordinates),
+:class:`StepInfo` the documented record of one iteration, :class:`ChainRecord` the step's own
+per-chain bookkeeping (saved by ``sampling_state``), and :func:`fill_stats` completes a
+sampler's per-draw stats.  The split mirrors BlackJAX's ``State(position, logdensity)`` /
+``Info(...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..adaptation.warmup import AffineMap
+from ..adaptation.warmup_kernel import WarmupState
+from ..adaptation.work import WorkPerDraw
+
+__all__ = ["ChainRecord", "ChainState", "Proposal", "StepInfo", "fill_stats"]
+
+
+@dataclass
+class ChainState:
+    """Where the chain is, in the sampler's (whitened) coordinates, and its stored value."""
+
+    position: np.ndarray
+    logp: float
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A proposed position and the log correction of the acceptance ratio.
+
+    ``log_correction`` is ``log q(x | x*) - log q(x* | x)`` for a Metropolis-Hastings
+    proposal, or ``K(p) - K(p*)`` for a Hamiltonian one; the step accepts with probability
+    ``min(1, exp(logp(x*) - logp(x) + log_correction))``.
+    """
+
+    position: np.ndarray
+    log_correction: float
+
+
+@dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
+class StepInfo:
+    """What one Metropolis-Hastings iteration of a step did.
+
+    Read the last iteration's as :attr:`BaseKernelStep.last_info`, or every iteration's
+    (tuning included) through the step's ``callback``.  Building it costs nothing unless
+    one of the two is read.
+
+    Attributes
+    ----------
+    position : numpy.ndarray
+        The chain's point after the iteration, in model coordinates (the block's raveled
+        values, as PyMC stores them).
+    proposal : numpy.ndarray or None
+        The last point the iteration evaluated, in model coordinates, or ``None`` when it
+        evaluated none (a diverged trajectory, a non-finite proposal).  Delayed rejection's
+        second stage is the last.
+    logp_proposal : float
+        Its log density (``-inf`` outside the support, for NaN or a failed evaluation);
+        NaN when nothing was evaluated.
+    accept_prob : float
+        The Metropolis-Hastings acceptance probability.
+    accepted : bool
+        Whether the chain moved.
+    n_evals : int
+        Log-density evaluations of the iteration (0, 1, or 2 with delayed rejection).
+    phase : str
+        ``"warmup"`` (the warm-up random walk proposed) or ``"kernel"`` (the sampler's own).
+    tune : bool
+        Whether the step was tuning.
+    probe : bool
+        Whether the warm-up proposed the current point again to measure the noise of a
+        likelihood estimator (only while tuning).
+    """
+
+    position: np.ndarray
+    proposal: np.ndarray | None
+    logp_proposal: float
+    accept_prob: float
+    accepted: bool
+    n_evals: int
+    phase: str
+    tune: bool
+    probe: bool
+
+
+@dataclass
+class ChainRecord:
+    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
+
+    x: np.ndarray | None = None  # position in model coordinates
+    logp: float = float("nan")
+    key: bytes = b""  # full point (all model variables) the stored value belongs to
+    data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
+    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
+    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
+    draw: int = 0  # tuning draws done
+    start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
+    noisy: bool = False
+    iteration: int = 0  # MH iterations done while tuning
+    work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
+    work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
+    accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+
+    @property
+    def precond(self) -> AffineMap:
+        """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
+        return self.walk.precond
+
+    @precond.setter
+    def precond(self, value: AffineMap) -> None:
+        self.walk.precond = value
+
+    @property
+    def laplace(self) -> bool:
+        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
+        return self.walk.laplace
+
+def fill_stats(dtypes: dict[str, tuple[Any, Any]], skip: dict[str, Any],
+               info: dict[str, Any]) -> dict[str, Any]:
+    """A sampler's per-iteration stats: the values in ``info`` for the names of ``dtypes``
+    not in ``skip`` (the base's own stats), neutral values (NaN, False, 0) where ``info``
+    has none."""
+    out = {}
+    for name, (dtype, _) in dtypes.items():
+        if name in skip:
+            continue
+        if name in info:
+            out[name] = info[name]
+        else:
+            kind = np.dtype(dtype).kind
+            out[name] = np.nan if kind == "f" else (False if kind == "b" else 0)
+    return out
