@@ -17,6 +17,7 @@ from checks import NOISY_POST_SD as POST_SD
 from checks import noisy_model, sample
 
 from pymc_kameleon import KernelHMCStep
+from pymc_kameleon.adaptation import KernelHMCAdaptation
 
 
 def _run(surrogate: str, sigma: float):
@@ -35,17 +36,25 @@ def test_noisy_posterior_mean_and_sd(surrogate, sigma):
     assert abs(x.std() / POST_SD - 1.0) < 0.10, x.std() / POST_SD
 
 
-class NoiseBlind(KernelHMCStep):
+class NoiseBlindAdaptation(KernelHMCAdaptation):
     """Deliberately broken: the rules of the noise are switched off.  The step size targets
     the noise-free acceptance (in the random-walk phase too) although log-noise sd 2 caps
     the acceptance near 0.16, and the bandwidth search has no floor, so a history left by
     a chain stuck at a lucky estimate is taken as the posterior's width."""
 
-    def _step_target(self, k) -> float:
+    def step_target(self, k, noise) -> float:
         return k.scaler.target
 
-    def _min_bandwidth(self) -> float:
+    def min_bandwidth(self, dim: int) -> float:
         return 1e-12
+
+
+class NoiseBlind(KernelHMCStep):
+    """:class:`KernelHMCStep` with :class:`NoiseBlindAdaptation` (a class: the tests and
+    ``benchmarks/calibration.py`` name it)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, adaptation_class=NoiseBlindAdaptation, **kwargs)
 
 
 #: Group design of ``test_large_noise_does_not_collapse_the_step_size``: each chain is a
