@@ -17,6 +17,7 @@ from checks import (
 
 from pymc_kameleon import KernelHMCStep, LogDensityError
 from pymc_kameleon.adaptation import KernelHMCAdaptation
+from pymc_kameleon.adaptation.kernel_hmc import HMCProposal
 from pymc_kameleon.math.ard import search_lengths
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, LiteScoreEstimator
 from pymc_kameleon.models import banana_model
@@ -28,7 +29,8 @@ class ForgetsKineticEnergy(KernelHMCAdaptation):
     def propose(self, state, q0, rng, tune):
         p = super().propose(state, q0, rng, tune)
         corr = p.log_correction
-        return p._replace(log_correction=0.0 if np.isfinite(corr) else corr)
+        return HMCProposal(p.position, 0.0 if np.isfinite(corr) else corr, p.n_leapfrog,
+                           p.diverged)
 
 
 #: The broken step of the banana tests (also run by ``benchmarks/calibration.py``).
@@ -527,8 +529,7 @@ class _DriftingWalk(KernelHMCAdaptation):
     def propose(self, state, q0, rng, tune):
         p = super().propose(state, q0, rng, tune)
         if not tune and p.n_leapfrog == 1:
-            p = p._replace(position=p.position + state.fallback.scaler.value,
-                           log_correction=0.0)
+            p = HMCProposal(p.position + state.fallback.scaler.value, 0.0, 1, False)
         return p
 
 
@@ -623,7 +624,7 @@ class _OutwardBound(KernelHMCAdaptation):
         q1 = np.asarray(p.position)
         if (np.linalg.norm(q1 - q0) > _SHORT_BOUND
                 and np.linalg.norm(q1) > np.linalg.norm(q0)):
-            p = p._replace(position=q0, log_correction=-np.inf)
+            p = HMCProposal(q0, -np.inf, p.n_leapfrog, False)
         return p
 
 

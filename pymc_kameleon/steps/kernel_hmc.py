@@ -24,67 +24,46 @@ class KernelHMCStep(BaseKernelStep):
 
     .. math:: A = \min\{1, \exp(\log\pi(q^*) - \log\pi(q) - |p^*|^2/2 + |p|^2/2)\}.
 
-    The leapfrog map is reversible and volume preserving for any gradient field of ``q``,
-    so the chain is exact whatever the surrogate; its quality only affects acceptance.  The
-    current log density is stored, so likelihood estimators (pseudo-marginal MCMC) keep the
-    chain exact.
-
-    Two surrogates: ``"lite"``, kernel functions centred on a subsample of the history,
-    refitted at scheduled iterations; ``"finite"``, random Fourier features learned online
-    from every tuning point.  While PyMC tunes, the step starts as a random walk, fits the
-    surrogate, cross-validates its hyperparameters, puts each refit on trial against the
-    sampler in use and adapts the step size; ``stop_tuning()`` freezes all of it.  After
-    tuning a fraction ``random_walk_fraction`` of the iterations stay random-walk steps.
-    The schedule, the trials, the noise rules and the costs are on the algorithm's page,
-    ``docs/algorithms/kernel_hmc.md``.
+    The leapfrog map is reversible and volume preserving for any gradient field, so the
+    chain is exact whatever the surrogate (estimated likelihoods included); its quality
+    only affects acceptance.  While PyMC tunes, the step starts as a random walk, then fits,
+    cross-validates, tries out and reviews surrogates and adapts the step size
+    (:class:`~pymc_kameleon.adaptation.kernel_hmc.KernelHMCAdaptation`); ``stop_tuning()``
+    freezes all of it.  How and why: ``docs/algorithms/kernel_hmc.md``.
 
     Parameters
     ----------
     vars : list of PyMC variables, optional
         Continuous variables to sample jointly (default: all continuous ones).
     surrogate : {"finite", "lite"}, default "finite"
-        Finite learns from every tuning point, online; lite is the safer choice when the
-        start is far from the posterior mass (give it a longer tuning).
-    n_history : int, default 1000
-        Size of the history reservoir (the lite basis and the cross-validation data).
-    n_features : int, default 200
-        Random Fourier features of the finite surrogate.
+        Random Fourier features learned online from every tuning point, or kernel functions
+        on the history refitted on a schedule (safer from a start far from the mass).
+    n_history, n_features, n_cv : int, default 1000, 200, 300
+        History reservoir size, random features (finite), cross-validation points.
     n_leapfrog : tuple of int, default (10, 50)
         Inclusive range of the number of leapfrog steps ``L``.
-    step_size : float, default 0.1
-        Initial step size of the random-walk phase (adapted while tuning; re-initialised on
-        the surrogate at each fit).
-    step_size_jitter : float, default 0.5
-        Relative half-width of the uniform step-size randomisation, in ``[0, 1)``.
-    target_accept : float, default 0.65
-        Target acceptance probability of the step-size recursion.
+    step_size, step_size_jitter, target_accept : float, default 0.1, 0.5, 0.65
+        Initial step size, relative half-width of its uniform jitter (in ``[0, 1)``) and
+        acceptance target of its adaptation.
     bandwidth, lam : float, optional
-        Fix the surrogate's kernel bandwidth ``s`` (``k = exp(-|x-y|^2 / (2 s^2))``; the
-        thesis' ``sigma`` is ``2 s^2``) and/or its regularisation; the other is
-        cross-validated.
-    n_cv : int, default 300
-        Maximum number of points used for cross-validation.
-    adapt_step_size : bool, default True
-        Adapt the step size while tuning.
-    adapt_exponent : float, default 0.6
-        Robbins-Monro gain exponent.
+        Fix the kernel bandwidth ``s`` (``k = exp(-|x-y|^2 / (2 s^2))``) and/or the
+        regularisation; the other is cross-validated.
+    adapt_step_size, adapt_exponent : bool, float, default True, 0.6
+        Adapt the step size while tuning; Robbins-Monro gain exponent.
     schedule : GeometricSchedule, optional
-        Tuning iterations at which the lite surrogate is refitted (and the hyperparameters
-        may be cross-validated).
+        Tuning iterations of the refits (and cross-validations).
     ard : bool, optional
-        Per-coordinate kernel lengths chosen by cross-validation (finite surrogate only).
-        Default: on for the finite surrogate when ``2 <= d <= 16`` and no ``bandwidth`` is
-        given.  The ``bandwidth`` stat is then the overall scale.
+        Per-coordinate kernel lengths (finite only; default on when ``2 <= d <= 16`` and no
+        ``bandwidth`` is given).
     random_walk_fraction : float, default 0.1
-        Probability, per iteration after tuning, of a random-walk iteration (when a
-        surrogate is in use).  0 switches the mixture off.
+        Share of random-walk iterations after tuning (0: none).
     max_jump : float, optional
-        A trajectory that ends farther than this from its start, in posterior sds (the
-        warm-up's whitened coordinates), is rejected without evaluating the log density
-        (stat ``n_diverged``); default ``10 (1 + sqrt(d))``, ``inf`` evaluates every one.
-    n_steps, warmup_draws, laplace, on_error
-        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.  A given ``n_steps`` is used
-        as is; the default per phase is on the algorithm's page.
+        Trajectories ending farther than this (whitened sds) are rejected unevaluated
+        (stat ``n_diverged``); default ``10 (1 + sqrt(d))``, ``inf``: no bound.
+    adaptation_class : type, default KernelHMCAdaptation
+        The kernel built from the parameters above (a subclass changes a rule).
+    n_steps, warmup_draws, laplace, on_error, callback, logp_wrapper
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 
@@ -94,18 +73,6 @@ class KernelHMCStep(BaseKernelStep):
        Gradient-free Hamiltonian Monte Carlo with efficient kernel exponential families.
        NIPS.
     .. [2] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Ch. 4.
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_kameleon import KernelHMCStep
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 0.0, 1.0, shape=2)
-    ...     step = KernelHMCStep(surrogate="lite", n_leapfrog=(5, 10), warmup_draws=100)
-    ...     idata = pm.sample(draws=200, tune=600, chains=1, step=step, random_seed=1,
-    ...                       progressbar=False, compute_convergence_checks=False)
-    >>> int(idata.sample_stats["surrogate"][0, -1])  # 1: the lite surrogate is in use
-    1
     """
 
     name = "kernel_hmc"
