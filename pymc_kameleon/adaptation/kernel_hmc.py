@@ -246,24 +246,22 @@ class KernelHMCAdaptation:
         if self.max_jump is not None and not self.max_jump > 0:
             raise ValueError(f"max_jump must be a positive number (inf: no bound), "
                              f"got {self.max_jump!r}")
-        normalised = {
-            **{name: int(value) for name, value in counts.items()},
-            "n_leapfrog": (lo, hi),
-            "bandwidth": check_bandwidth(self.bandwidth),
-            "lam": None if lam is None else float(lam),
-            "schedule": self.schedule or GeometricSchedule(first=200, ratio=1.5, max_gap=100),
-        }
+        # frozen: each value is set once here, validated and of its documented type
+        def set_(name: str, value) -> None:
+            object.__setattr__(self, name, value)
+
+        for name, value in counts.items():
+            set_(name, int(value))
         for name in ("step_size", "step_size_jitter", "target_accept", "adapt_exponent",
                      "random_walk_fraction"):
-            normalised[name] = float(getattr(self, name))
-        for name in ("adapt_step_size",):
-            normalised[name] = bool(getattr(self, name))
-        if self.ard is not None:
-            normalised["ard"] = bool(self.ard)
-        if self.max_jump is not None:
-            normalised["max_jump"] = float(self.max_jump)
-        for name, value in normalised.items():
-            object.__setattr__(self, name, value)  # frozen: set once, validated
+            set_(name, float(getattr(self, name)))
+        set_("n_leapfrog", (lo, hi))
+        set_("bandwidth", check_bandwidth(self.bandwidth))
+        set_("lam", None if lam is None else float(lam))
+        set_("adapt_step_size", bool(self.adapt_step_size))
+        set_("schedule", self.schedule or GeometricSchedule(first=200, ratio=1.5, max_gap=100))
+        set_("ard", None if self.ard is None else bool(self.ard))
+        set_("max_jump", None if self.max_jump is None else float(self.max_jump))
 
     # ------------------------------------------------------------------ configuration
     def uses_ard(self, dim: int) -> bool:
