@@ -322,7 +322,7 @@ def test_a_refit_is_judged_after_its_step_size_warm_up(gauss):
 # and cross-validations of kernel iteration 200 * 2^k happen at the start of draw 200 * 2^k + 1
 @pytest.mark.parametrize("surrogate, n_tune", [("finite", 802), ("lite", 802), ("lite", 1002)])
 def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, n_tune):
-    """Issue 13 item 6: tune = 200 * 2^k cross-validates (and lite refits) on the last tuning
+    """With tune = 200 * 2^k the step cross-validates (and lite refits) on the last tuning
     iteration; the frozen step size must still be one adapted against the target on the
     frozen surrogate for at least 50 iterations."""
     with gauss:
@@ -348,11 +348,9 @@ def test_frozen_step_size_was_adapted_on_the_frozen_surrogate(gauss, surrogate, 
 
 @pytest.mark.parametrize("surrogate, n_tune", [("finite", 802), ("lite", 802), ("lite", 1002)])
 def test_frozen_stats_equal_the_last_tuned_ones_without_tune_length(gauss, surrogate, n_tune):
-    """Issue 13/20 stats convention where PyMC does not tell the step how long tuning is
-    (PyMC 5: no ``setup_chain``): with a refit at the last tuning iteration, every draw after
-    tuning reports the step size, bandwidth and lambda of the last tuning draw.  (Before the
-    refit went on trial, ``stop_tuning`` rolled back to the surrogate before the refit, so
-    the frozen step size differed from the last reported one.)"""
+    """PyMC's stats convention where PyMC does not tell the step how long tuning is (PyMC
+    5: no ``setup_chain``): with a refit at the last tuning iteration, every draw after
+    tuning reports the step size, bandwidth and lambda of the last tuning draw."""
     with gauss:  # driven by step.step(), not pm.sample: not told the tuning length
         step = KernelHMCStep(surrogate=surrogate, rng=5, n_steps=1, warmup_draws=1)
     point = gauss.initial_point()
@@ -543,14 +541,13 @@ def _walk_mixture_zscores(model, adaptation_class):
 
 def test_random_walk_mixture_samples_the_target(gauss_corr):
     # half of the iterations after tuning are the walk: means and variances of a known
-    # Gaussian within 3.5 standard errors (measured max |z| 0.89 on PyMC 5.28, 1.83 on 6.4)
+    # Gaussian within 3.5 standard errors (figures: docs/benchmarks/test_calibration.md)
     z = _walk_mixture_zscores(gauss_corr, KernelHMCAdaptation)
     assert np.max(np.abs(z)) < 3.5, z
 
 
 def test_random_walk_mixture_broken_variant_fails(gauss_corr):
-    # the same check catches a walk that drifts by one step size (measured max |z| 6.9 on
-    # PyMC 5.28, 5.0 on 6.4)
+    # the same check catches a walk that drifts by one step size
     z = _walk_mixture_zscores(gauss_corr, _DriftingWalk)
     assert np.max(np.abs(z)) > 3.5, z
 

@@ -2,11 +2,8 @@
 
 1-d posterior (``checks.noisy_model``): 20 observations y ~ N(mu, 1) from a fixed seed, prior
 mu ~ N(0, 10^2); the log likelihood carries unbiased log-normal noise N(-sigma^2 / 2, sigma^2)
-at every evaluation.
-
-Checked once: with the plain Robbins-Monro rule toward 0.65 (main before this change) the
-finite surrogate at sigma = 1.2 gave a mean error of +0.25 posterior sd, an sd ratio of 0.71,
-ESS 17 and a median step size of 1.4e-4 (2.4e-14 at sigma = 2): the accuracy test fails.
+at every evaluation.  Without the noise rules of the step size the accuracy test fails
+(figures: docs/benchmarks/test_calibration.md).
 """
 
 import arviz as az
