@@ -1,4 +1,4 @@
-"""How far kernel HMC's trajectories go, and which of them are accepted (issue 42: pk).
+"""How far kernel HMC's trajectories go, and which of them are accepted (on pk).
 
 Usage::
 

@@ -9,6 +9,8 @@
 * :class:`AnchoredStepSize`: a step size checked against the target but kept near a
   noise-free anchor, so that an acceptance rate capped by likelihood-estimator noise cannot
   drive it to zero.
+* :class:`KernelHMCAdaptation`: kernel HMC's kernel, its surrogates and their adaptation
+  (:mod:`.kernel_hmc`).
 
 The warm-up shared by every step is the kernel of :mod:`.warmup_kernel` (init / propose /
 update / final on one chain's state); its numerics live in :mod:`.warmup` (whitening map,
@@ -18,10 +20,11 @@ windows, regularised covariances, the acceptance ceiling of a noisy log density)
 All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 
+from .kernel_hmc import KernelHMCAdaptation
 from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
 from .selection import TrialSelection
 from .step_size import AnchoredStepSize
 
-__all__ = ["AnchoredStepSize", "GeometricSchedule", "RobbinsMonro", "TrialSelection",
-           "check_robbins_monro", "log_scale_step"]
+__all__ = ["AnchoredStepSize", "GeometricSchedule", "KernelHMCAdaptation", "RobbinsMonro",
+           "TrialSelection", "check_robbins_monro", "log_scale_step"]

@@ -1,0 +1,628 @@
+"""Kernel HMC's kernel: trajectories on a score surrogate, and the adaptation that fits it.
+
+:class:`KernelHMCAdaptation` takes over from the warm-up (:mod:`.warmup_kernel`) in
+whitened coordinates.  It proposes a Hamiltonian trajectory on the gradient of a surrogate
+log density fitted to the chain history by score matching (before the first fit: one
+zero-gradient step, a random walk), and while PyMC tunes it fits the surrogate,
+cross-validates its hyperparameters, puts each refit on trial against the surrogate in use,
+reviews the one in use against the random walk it replaced, and adapts the step sizes.
+
+The interface is the warm-up's (BlackJAX's ``adaptation/`` as the model): a frozen
+configuration whose functions act on one chain's :class:`KernelHMCAdaptState` --
+:meth:`~KernelHMCAdaptation.init`, :meth:`~KernelHMCAdaptation.propose` (state in,
+:class:`HMCProposal` out), :meth:`~KernelHMCAdaptation.update` after each
+Metropolis-Hastings decision, :meth:`~KernelHMCAdaptation.update_draw` at each tuning draw
+boundary and :meth:`~KernelHMCAdaptation.final` when tuning ends.  It knows nothing of
+PyMC: the random generator, the noise ceiling and the tuning iterations left are
+arguments.  The rules and their reasons are on ``docs/algorithms/kernel_hmc.md``.
+
+References
+----------
+- Strathmann, H., Sejdinovic, D., Livingstone, S., Szabo, Z., Gretton, A. (2015).
+  Gradient-free Hamiltonian Monte Carlo with efficient kernel exponential families. NIPS.
+- Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Ch. 4.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..math.ard import search_lengths
+from ..math.hmc import default_max_jump, hamiltonian_accept_prob, jumps_too_far, kinetic_energy
+from ..math.kernels import check_bandwidth, distinct_rows, median_heuristic
+from ..math.online import Reservoir
+from ..math.rff import RandomFourierFeatures
+from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
+from ..validation import check_integral
+from .robbins_monro import check_robbins_monro
+from .schedule import GeometricSchedule
+from .step_size import AnchoredStepSize
+from .warmup import NoiseCeiling
+
+__all__ = ["HMCProposal", "KernelHMCAdaptState", "KernelHMCAdaptation", "Surrogate", "Tally",
+           "Trial"]
+
+#: Codes of the ``surrogate`` stat (0: the random walk).
+SURROGATE_CODES = {"lite": 1, "finite": 2}
+# bandwidth grids, in multiples of the median heuristic
+_BANDWIDTH_FACTORS = {
+    "lite": 2.0 ** np.arange(0.0, 2.25, 0.5),  # lite: narrow bumps confine the chain
+    "finite": 2.0 ** np.arange(-1.0, 2.25, 0.5),
+}
+_LAMBDA_EXPONENTS = np.arange(-5.0, 2.0)  # 10^k times the natural scale of lambda
+_RANDOM_WALK_ACCEPT = 0.234  # target of the step size before the first surrogate fit
+_FINITE_BATCH = 10  # new points per rank-(batch * d) Cholesky update of the finite surrogate
+_MIN_DISTINCT = 20  # distinct history points needed before fitting (5 folds of >= 4)
+# step-size band around the noise-free anchor: random-walk phase (no surrogate, fixed anchor
+# at the optimal random-walk scale of the whitened posterior, 2.38 / sqrt(d), and the band of
+# the warm-up's walk) and trajectories (anchor adapted on the surrogate's energy error)
+_RANDOM_WALK_BAND = (0.02, 20.0)
+# The centre of the bandwidth search is at least this fraction of sqrt(2 d), the median
+# pairwise distance of a standard Gaussian sample (the whitened posterior): a history that
+# narrow (a pseudo-marginal chain stuck at a lucky estimate) does not describe the posterior.
+_MIN_BANDWIDTH = 0.25
+_SURROGATE_BAND = (0.1, 2.0)
+_MIN_CHECKED = 50  # tuning iterations a refit's candidate runs before it may take over
+_REVIEW_RATIO = 0.5  # a surrogate in use below this fraction of the walk's ESJD is dropped
+_CV_NEIGHBOURS = 2  # later cross-validations search +-2 grid bandwidths around the last best
+# Per-coordinate lengths (finite surrogate) by default up to this dimension: every
+# cross-validation searches them again (about 4 d configurations, a cost growing like d^2),
+# which above it cost wall time without a gain in ESS (docs/algorithms/kernel_hmc.md,
+# "Per-coordinate lengths").
+_ARD_MAX_DIM = 16
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays and estimators
+class Surrogate:
+    """A proposal of the kernel phase: a fitted score surrogate and its step size, or the
+    random walk (``estimator`` None) and its own.  The same value serves as the surrogate in
+    use, the refit on trial and the random walk kept as the fallback; the step size and a
+    finite surrogate keep adapting in place while tuning."""
+
+    scaler: AnchoredStepSize
+    estimator: LiteScoreEstimator | FiniteScoreEstimator | None = None
+    bandwidth: float = float("nan")
+    lam: float = float("nan")
+    lengths: np.ndarray | None = None  # relative per-coordinate lengths (finite, ARD)
+
+
+@dataclass
+class Tally:
+    """The tuning iterations one surrogate proposed: its ESJD since the last restart and the
+    acceptances of the current draw (for its step size)."""
+
+    n: int = 0
+    jump: float = 0.0  # sum of accept_prob * |q* - q|^2
+    accepts: list = field(default_factory=list)  # acceptance probabilities of a draw
+    anchor_accepts: list = field(default_factory=list)  # surrogate acceptances of a draw
+
+    @property
+    def esjd(self) -> float:
+        """Expected squared jump distance per iteration (Rao-Blackwellised)."""
+        return self.jump / self.n
+
+    def restart(self) -> None:
+        """Count the ESJD from here on (a trial or review starts)."""
+        self.n, self.jump = 0, 0.0
+
+
+@dataclass
+class Trial:
+    """A refit on trial against the surrogate in use, until checked against the target."""
+
+    surrogate: Surrogate
+    tally: Tally = field(default_factory=Tally)
+    warmed: bool = False  # whether its step size's warm-up (first _MIN_CHECKED) is over
+
+
+@dataclass
+class KernelHMCAdaptState:
+    """One chain's kernel phase: the surrogate in use, the one on trial, the history."""
+
+    current: Surrogate  # in use: reported, and frozen by final()
+    reservoir: Reservoir
+    tally: Tally = field(default_factory=Tally)  # of the surrogate in use, since the last
+    # refit, take-over or review
+    trial: Trial | None = None
+    fallback: Surrogate | None = None  # the random walk the surrogate in use replaced,
+    fallback_esjd: float = float("nan")  # and its ESJD then
+    t: int = 0
+    next_fit: int = 1
+    next_cv: int = 1
+    cv_lengths: np.ndarray | None = None  # of the last cross-validation (its next start)
+    cv_index: int | None = None  # grid index of the last cross-validated bandwidth
+    base_features: RandomFourierFeatures | None = None
+    pending: list = field(default_factory=list)  # finite: points not yet in the surrogate
+    surrogate_accept: float | None = None  # last proposal's acceptance on the surrogate
+    last_jump: float = 0.0  # |q* - q|^2 of the last proposal
+    by_candidate: bool = False  # whether the trial's surrogate made the last proposal
+
+    @property
+    def dim(self) -> int:
+        """Dimension of the chain."""
+        return self.reservoir.dim
+
+    def proposer(self) -> tuple[Surrogate, Tally]:
+        """The surrogate that makes (made) the current proposal and its tally."""
+        if self.by_candidate:
+            return self.trial.surrogate, self.trial.tally
+        return self.current, self.tally
+
+
+class HMCProposal(NamedTuple):
+    """What :meth:`KernelHMCAdaptation.propose` proposed (whitened coordinates)."""
+
+    position: np.ndarray
+    log_correction: float  # K(p) - K(p*); -inf: rejected without an evaluation
+    n_leapfrog: int  # 1 for a random-walk iteration
+    diverged: bool  # non-finite, or farther than max_jump: rejected unevaluated
+
+
+@dataclass(frozen=True)
+class KernelHMCAdaptation:
+    """Kernel HMC's configuration and its functions on a :class:`KernelHMCAdaptState`.
+
+    The parameters are those of :class:`~pymc_kameleon.KernelHMCStep` (validated here),
+    which builds one and delegates its proposal and adaptation to it.  A subclass passed
+    as ``KernelHMCStep(adaptation_class=...)`` changes a rule, e.g. a deliberately broken
+    variant in a test.
+
+    Parameters
+    ----------
+    surrogate : {"finite", "lite"}
+        Random Fourier features learned online, or kernel functions on the history.
+    n_history, n_features, n_cv : int
+        Reservoir size, random features, points of a cross-validation.
+    n_leapfrog : tuple of int
+        Inclusive range of the leapfrog steps.
+    step_size, step_size_jitter, target_accept : float
+        Initial step size of the random-walk phase, relative half-width of its uniform
+        jitter, acceptance target.
+    bandwidth, lam : float, optional
+        Fixed kernel bandwidth and regularisation (None: cross-validated).
+    adapt_step_size : bool
+        Adapt the step sizes while tuning.
+    adapt_exponent : float
+        Robbins-Monro gain exponent.
+    schedule : GeometricSchedule, optional
+        Tuning iterations of the refits.
+    ard : bool, optional
+        Per-coordinate lengths (None: :meth:`uses_ard`'s default).
+    random_walk_fraction : float
+        Share of random-walk iterations after tuning.
+    max_jump : float, optional
+        Bound of a trajectory's length in whitened units (None: :meth:`jump_bound`).
+    """
+
+    surrogate: Literal["lite", "finite"] = "finite"
+    n_history: int = 1000
+    n_features: int = 200
+    n_leapfrog: tuple[int, int] = (10, 50)
+    step_size: float = 0.1
+    step_size_jitter: float = 0.5
+    target_accept: float = 0.65
+    bandwidth: float | None = None
+    lam: float | None = None
+    n_cv: int = 300
+    adapt_step_size: bool = True
+    adapt_exponent: float = 0.6
+    schedule: GeometricSchedule | None = None
+    ard: bool | None = None
+    random_walk_fraction: float = 0.1
+    max_jump: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.surrogate not in SURROGATE_CODES:
+            raise ValueError(f"unknown surrogate {self.surrogate!r}; use 'lite' or 'finite'")
+        if self.ard and self.surrogate != "finite":
+            raise ValueError("ard=True needs surrogate='finite' (the lite surrogate's kernel "
+                             "is isotropic)")
+        if self.ard and self.bandwidth is not None:
+            raise ValueError("ard=True chooses per-coordinate bandwidths; a fixed bandwidth "
+                             "is isotropic (give one or the other)")
+        lo, hi = (int(v) for v in self.n_leapfrog)
+        if not 1 <= lo <= hi:
+            raise ValueError(f"n_leapfrog must be a range (low, high) with 1 <= low <= high, "
+                             f"got {self.n_leapfrog!r}")
+        counts = {name: check_integral(name, getattr(self, name), minimum=10)
+                  for name in ("n_history", "n_features", "n_cv")}
+        check_robbins_monro(initial=self.step_size, target=self.target_accept,
+                            exponent=self.adapt_exponent,
+                            names=("step_size", "target_accept", "adapt_exponent"))
+        lam = self.lam
+        if lam is not None and not (np.isfinite(lam) and lam >= 0):
+            raise ValueError(f"lam must be a non-negative number, got {lam!r}")
+        if not 0 <= self.step_size_jitter < 1:
+            raise ValueError(f"step_size_jitter must lie in [0, 1), "
+                             f"got {self.step_size_jitter!r}")
+        if not 0 <= self.random_walk_fraction <= 1:
+            raise ValueError(f"random_walk_fraction must lie in [0, 1], "
+                             f"got {self.random_walk_fraction!r}")
+        if self.max_jump is not None and not self.max_jump > 0:
+            raise ValueError(f"max_jump must be a positive number (inf: no bound), "
+                             f"got {self.max_jump!r}")
+        # frozen: each value is set once here, validated and of its documented type
+        def set_(name: str, value) -> None:
+            object.__setattr__(self, name, value)
+
+        for name, value in counts.items():
+            set_(name, int(value))
+        for name in ("step_size", "step_size_jitter", "target_accept", "adapt_exponent",
+                     "random_walk_fraction"):
+            set_(name, float(getattr(self, name)))
+        set_("n_leapfrog", (lo, hi))
+        set_("bandwidth", check_bandwidth(self.bandwidth))
+        set_("lam", None if lam is None else float(lam))
+        set_("adapt_step_size", bool(self.adapt_step_size))
+        set_("schedule", self.schedule or GeometricSchedule(first=200, ratio=1.5, max_gap=100))
+        set_("ard", None if self.ard is None else bool(self.ard))
+        set_("max_jump", None if self.max_jump is None else float(self.max_jump))
+
+    # ------------------------------------------------------------------ configuration
+    def uses_ard(self, dim: int) -> bool:
+        """Whether cross-validation also chooses per-coordinate kernel lengths: ``ard`` if
+        given, else for the finite surrogate without a fixed bandwidth in 2-16 dimensions
+        (in 1-d a length is the bandwidth)."""
+        if self.ard is not None:
+            return self.ard
+        return self.surrogate == "finite" and self.bandwidth is None and 2 <= dim <= _ARD_MAX_DIM
+
+    def jump_bound(self, dim: int) -> float:
+        """``max_jump``, by default ``10 (1 + sqrt(d))`` whitened units."""
+        return default_max_jump(dim) if self.max_jump is None else self.max_jump
+
+    def min_bandwidth(self, dim: int) -> float:
+        """Floor of the centre of the bandwidth search, ``0.25 sqrt(2 d)``: a narrower
+        history (a noisy chain stuck at a lucky estimate) does not describe the posterior."""
+        return _MIN_BANDWIDTH * float(np.sqrt(2.0 * dim))
+
+    def step_target(self, k: Surrogate, noise: NoiseCeiling) -> float:
+        """Acceptance target of the step size of ``k`` against the real (possibly noisy)
+        target: the random walk's capped at half the noise ceiling, a trajectory's scaled
+        by it (:class:`~pymc_kameleon.adaptation.warmup.NoiseCeiling`)."""
+        if k.estimator is None:
+            return noise.target(k.scaler.target)
+        return noise.scaled(k.scaler.target)
+
+    def tuning_stats(self, state: KernelHMCAdaptState) -> dict[str, float | int]:
+        """The stats of the surrogate in use (constant within a draw)."""
+        k = state.current
+        return {
+            "step_size": k.scaler.value,
+            "bandwidth": k.bandwidth,
+            "kernel_sigma": 2.0 * k.bandwidth**2,
+            "lambda": k.lam,
+            "surrogate": 0 if k.estimator is None else SURROGATE_CODES[self.surrogate],
+        }
+
+    # ------------------------------------------------------------------ kernel
+    def init(self, dim: int, walk_scale: float) -> KernelHMCAdaptState:
+        """A fresh kernel phase in ``dim`` dimensions: the random walk with step size
+        ``step_size``, its band anchored at ``walk_scale`` (the warm-up's optimal scale),
+        an empty history."""
+        walk = AnchoredStepSize(self.step_size, _RANDOM_WALK_ACCEPT, self.adapt_exponent,
+                                *_RANDOM_WALK_BAND, anchor0=walk_scale)
+        return KernelHMCAdaptState(current=Surrogate(walk),
+                                   reservoir=Reservoir(self.n_history, dim),
+                                   next_fit=self.schedule.first, next_cv=self.schedule.first)
+
+    def propose(self, state: KernelHMCAdaptState, q0: np.ndarray, rng: np.random.Generator,
+                tune: bool) -> HMCProposal:
+        """A proposal from whitened ``q0``.
+
+        While tuning, a refit on trial proposes every other iteration; after tuning a
+        fraction ``random_walk_fraction`` of the iterations are the tuned random walk (when
+        a surrogate replaced it), the rest the surrogate's trajectories.  Each is an exact
+        kernel, so their mixture is.  A trajectory ending non-finite or farther than
+        :meth:`jump_bound` is rejected unevaluated (symmetric in ``q0`` and ``q*``).
+        """
+        if (not tune and state.current.estimator is not None and state.fallback is not None
+                and self.random_walk_fraction > 0 and rng.random() < self.random_walk_fraction):
+            step = state.fallback.scaler.value * rng.standard_normal(state.dim)
+            return HMCProposal(q0 + step, 0.0, 1, False)
+        state.by_candidate = bool(tune and state.trial is not None and not state.by_candidate)
+        k, _ = state.proposer()
+        lo, hi = self.n_leapfrog
+        n_steps = int(rng.integers(lo, hi + 1))
+        jitter = self.step_size_jitter
+        u = float(rng.uniform(1.0 - jitter, 1.0 + jitter))
+        eps = k.scaler.value * u
+        p0 = rng.standard_normal(state.dim)
+        if k.estimator is None:  # no surrogate yet: one zero-gradient step, a random walk
+            n_steps = 1
+            q1, p1 = q0 + eps * p0, p0
+        else:
+            with np.errstate(all="ignore"):
+                q1, p1 = k.estimator.leapfrog(q0, p0, eps, n_steps)
+        log_correction = kinetic_energy(p0) - kinetic_energy(p1)
+        if tune:
+            state.surrogate_accept = self._anchor_accept(k, q0, p0, q1, p1, u, n_steps)
+        diverged = (not (np.all(np.isfinite(q1)) and np.isfinite(log_correction))
+                    or jumps_too_far(q0, q1, self.jump_bound(state.dim)))
+        if diverged:
+            q1, log_correction = q0, -np.inf
+        state.last_jump = float(np.sum((q1 - q0) ** 2))
+        return HMCProposal(q1, log_correction, n_steps, bool(diverged))
+
+    @staticmethod
+    def _anchor_accept(k: Surrogate, q0, p0, q1, p1, u: float, n_steps: int) -> float | None:
+        """Acceptance on the surrogate Hamiltonian of a trajectory with the anchor's step size
+        (same start, momentum, jitter and ``L``): the noise-free statistic of the step-size
+        rule.  Reuses the proposed trajectory when the step size equals the anchor; otherwise
+        costs ``L + 1`` surrogate gradients and no target evaluation."""
+        if k.estimator is None:
+            return None
+        if abs(k.scaler.log_value - k.scaler.log_anchor) > 1e-12:
+            with np.errstate(all="ignore"):
+                q1, p1 = k.estimator.leapfrog(q0, p0, k.scaler.anchor * u, n_steps)
+        return hamiltonian_accept_prob(k.estimator.log_density, q0, p0,
+                                       np.asarray(q1, dtype=float), p1)
+
+    def update(self, state: KernelHMCAdaptState, x: np.ndarray, accept_prob: float,
+               rng: np.random.Generator) -> None:
+        """Record one tuning iteration: the proposer's jump and acceptance, the chain's
+        whitened position ``x`` after the decision in the history."""
+        state.t += 1
+        _, tally = state.proposer()
+        tally.n += 1
+        tally.jump += float(np.nan_to_num(accept_prob)) * state.last_jump
+        tally.accepts.append(accept_prob)
+        if state.surrogate_accept is not None:
+            tally.anchor_accepts.append(state.surrogate_accept)
+        x = np.asarray(x, dtype=float)
+        state.reservoir.add(x, rng)
+        if self.surrogate == "finite" and (state.current.estimator is not None
+                                           or state.trial is not None):
+            state.pending.append(x)
+            if len(state.pending) >= _FINITE_BATCH:
+                self._flush_pending(state)
+
+    def update_draw(self, state: KernelHMCAdaptState, rng: np.random.Generator,
+                    noise: NoiseCeiling, remaining: int | None = None) -> None:
+        """At a tuning draw boundary: update the step sizes on the last draw's acceptances
+        (targets lowered by ``noise``), settle a trial or review the surrogate in use, and
+        refit when the schedule says so -- unless ``remaining``, the tuning iterations left
+        (None: unknown), are too few to check the refit."""
+        self._update_step_sizes(state, noise)
+        self._judge(state)
+        # a refit waits until the one on trial is settled; the candidate proposes every
+        # other iteration, warm-up and checked iterations
+        too_late = remaining is not None and remaining < 4 * _MIN_CHECKED
+        if state.t >= state.next_fit and state.trial is None and not too_late:
+            tune_hyper = state.t >= state.next_cv
+            # finite learns online in between (but not after going back to the random walk)
+            if tune_hyper or self.surrogate == "lite" or state.current.estimator is None:
+                self.fit(state, tune_hyper, rng)
+            if tune_hyper:
+                state.next_cv = 2 * state.t
+            state.next_fit = self.schedule.next_after(state.t)
+
+    def final(self, state: KernelHMCAdaptState) -> Surrogate:
+        """End tuning: a refit still on trial is dropped (it was not checked against the
+        target) and so are points not yet learned; return the surrogate kept, the one the
+        last tuning draw reported."""
+        state.trial = None
+        state.pending = []
+        return state.current
+
+    # ------------------------------------------------------------------ rules
+    def _update_step_sizes(self, state: KernelHMCAdaptState, noise: NoiseCeiling) -> None:
+        """One Robbins-Monro update of the step size of the surrogate in use and of the one
+        on trial, each on the acceptances of the iterations it proposed in the last draw."""
+        proposers = [(state.current, state.tally)]
+        if state.trial is not None:
+            proposers.append((state.trial.surrogate, state.trial.tally))
+        for k, tally in proposers:
+            if self.adapt_step_size and tally.accepts:
+                anchor = float(np.mean(tally.anchor_accepts)) if tally.anchor_accepts else None
+                k.scaler.update(float(np.mean(tally.accepts)), anchor,
+                                target=self.step_target(k, noise))
+            tally.accepts, tally.anchor_accepts = [], []
+
+    def _judge(self, state: KernelHMCAdaptState) -> None:
+        """Settle a trial that has run its course, or review the surrogate in use.
+
+        A refit's first ``_MIN_CHECKED`` iterations warm up its step size (which starts from
+        a guess on the surrogate alone); the trial, for both, counts from there.  After
+        ``_MIN_CHECKED`` more the refit takes over if :meth:`_beats_current`; otherwise it is
+        dropped and the surrogate in use is reviewed on the same iterations
+        (:meth:`review`).  Without a trial the surrogate in use is reviewed every
+        ``_MIN_CHECKED`` of its own iterations.
+        """
+        trial = state.trial
+        if trial is not None and not trial.warmed and trial.tally.n >= _MIN_CHECKED:
+            trial.warmed = True
+            trial.tally.restart()
+            state.tally.restart()
+        if trial is not None and trial.warmed and trial.tally.n >= _MIN_CHECKED:
+            if self._beats_current(state, trial):
+                self._take_over(state, trial)
+                return
+            state.trial = None
+            if state.fallback is not None and state.tally.n > 0:
+                self.review(state)
+        elif trial is None and state.fallback is not None and state.tally.n >= _MIN_CHECKED:
+            self.review(state)
+
+    def _floored(self, k: Surrogate) -> bool:
+        """Whether the step size of ``k`` (on trial or in use) sits on the floor of its band
+        while adapted: it did not reach the (noise-lowered) target even at a tenth of the
+        surrogate's own scale, so the surrogate's trajectories disagree with the target, and
+        rare long accepted jumps would flatter its ESJD."""
+        return self.adapt_step_size and k.scaler.at_floor
+
+    def _beats_current(self, state: KernelHMCAdaptState, trial: Trial) -> bool:
+        """Whether a refit checked on ``_MIN_CHECKED`` iterations moved the chain at least as
+        far (expected squared jump distance per iteration, Rao-Blackwellised over the
+        acceptance) as the surrogate in use over the same period, off the floor of its
+        band.  A surrogate too poor to beat the random walk (e.g. in high dimension) never
+        takes over."""
+        return not self._floored(trial.surrogate) and (
+            state.tally.n == 0 or trial.tally.esjd >= state.tally.esjd)
+
+    def _take_over(self, state: KernelHMCAdaptState, trial: Trial) -> None:
+        """The refit becomes the surrogate in use; a random walk it replaces is kept as the
+        fallback, with its ESJD, for :meth:`review`."""
+        if isinstance(trial.surrogate.estimator, FiniteScoreEstimator):
+            self._flush_pending(state)
+        if state.current.estimator is None:
+            state.fallback = state.current
+            state.fallback_esjd = trial.tally.esjd if state.tally.n == 0 else state.tally.esjd
+        state.current = trial.surrogate
+        state.tally.restart()  # the new surrogate in use is reviewed on its own iterations
+        state.trial = None
+
+    def review(self, state: KernelHMCAdaptState) -> None:
+        """Keep the surrogate in use, or go back to the fallback random walk.
+
+        Over the surrogate's iterations during a trial (without one, over its last
+        ``_MIN_CHECKED`` iterations) its ESJD must stay at least ``_REVIEW_RATIO`` times the
+        random walk's, as measured when the walk was replaced, and its step size off the
+        floor of its band; otherwise the step goes back to the walk and its step size (the
+        next refit starts a new trial).  A short trial can be flattered by a few long
+        accepted jumps while the new step size is still settling; the review catches such
+        a surrogate afterwards (``docs/algorithms/kernel_hmc.md``, "Review").  The tally
+        restarts either way.
+        """
+        if self._floored(state.current) or state.tally.esjd < _REVIEW_RATIO * state.fallback_esjd:
+            if self.surrogate == "finite":
+                state.pending = []  # only surrogates learn online
+            state.current, state.fallback, state.fallback_esjd = (state.fallback, None,
+                                                                  float("nan"))
+        state.tally.restart()  # the next review looks at fresh iterations
+
+    def _flush_pending(self, state: KernelHMCAdaptState) -> None:
+        """Learn the pending points into the finite surrogates (in use and on trial)."""
+        if state.pending:
+            points = np.array(state.pending)
+            for k in (state.current, state.trial and state.trial.surrogate):
+                if k is not None and isinstance(k.estimator, FiniteScoreEstimator):
+                    k.estimator.update(points)
+            state.pending = []
+
+    def fit(self, state: KernelHMCAdaptState, tune_hyper: bool,
+            rng: np.random.Generator) -> None:
+        """Fit the surrogate on the history and put it on trial.
+
+        With ``tune_hyper`` (and always at the first fit) the bandwidth and ``lambda`` are
+        cross-validated first (:meth:`cross_validate`) and the step size is re-initialised
+        on the new surrogate.  A degenerate history (too few distinct points) fits nothing.
+        """
+        X = state.reservoir.points
+        s_med = median_heuristic(X)
+        if distinct_rows(X).shape[0] < _MIN_DISTINCT or s_med <= 0:
+            return  # degenerate history: keep the random walk until it spreads out
+        s_med = max(s_med, self.min_bandwidth(state.dim))
+        if self.surrogate == "finite" and state.base_features is None:
+            state.base_features = RandomFourierFeatures.draw(
+                state.dim, self.n_features, 1.0, rng, "phase"
+            )
+        s, lam, lengths = self.bandwidth, self.lam, state.current.lengths
+        tune_hyper = tune_hyper or state.current.estimator is None
+        # (with ard the bandwidth is never fixed: s is None and the lengths are searched too)
+        if (s is None or lam is None) and tune_hyper:
+            with threadpool_limits(limits=1):  # small dense algebra: threads only contend
+                s, lam, lengths = self.cross_validate(state, s_med, rng)
+        s = s if s is not None else state.current.bandwidth
+        lam = lam if lam is not None else state.current.lam
+        if self.surrogate == "lite":
+            estimator = LiteScoreEstimator(s, lam)
+        else:
+            self._flush_pending(state)
+            basis = state.base_features.with_lengths(lengths).with_bandwidth(s)
+            estimator = FiniteScoreEstimator(basis, lam)
+        with np.errstate(all="ignore"), threadpool_limits(limits=1):
+            estimator.fit(X)
+        scaler = copy.deepcopy(state.current.scaler)
+        if (self.adapt_step_size and tune_hyper) or state.current.estimator is None:
+            # restart from the surrogate's own scale
+            eps = self._surrogate_step_size(estimator, X, state.current.scaler.value, rng)
+            scaler = AnchoredStepSize(eps, self.target_accept, self.adapt_exponent,
+                                      *_SURROGATE_BAND)
+        # on trial against the surrogate in use, measured over the same iterations
+        state.trial = Trial(Surrogate(scaler, estimator, float(s), float(lam), lengths))
+        state.tally.restart()
+
+    def _surrogate_step_size(self, estimator, X: np.ndarray, eps: float,
+                             rng: np.random.Generator) -> float:
+        """Step size at which trajectories on the *surrogate* Hamiltonian ``-f(q) + |p|^2/2``
+        from history points are accepted with probability about ``target_accept``.
+
+        Uses no target evaluation.  Doubles or halves ``eps`` (at most 10 times) and returns
+        the largest tried value whose surrogate acceptance reaches the target.
+        """
+        starts = X[rng.choice(X.shape[0], size=min(20, X.shape[0]), replace=False)]
+        momenta = rng.standard_normal(starts.shape)
+        n_steps = int(round(np.mean(self.n_leapfrog)))
+
+        def surrogate_accept(step: float) -> float:
+            total = 0.0
+            with np.errstate(all="ignore"):
+                for q0, p0 in zip(starts, momenta, strict=True):
+                    q1, p1 = estimator.leapfrog(q0, p0, step, n_steps)
+                    total += hamiltonian_accept_prob(estimator.log_density, q0, p0, q1, p1)
+            return total / starts.shape[0]
+
+        if surrogate_accept(eps) >= self.target_accept:
+            for _ in range(10):
+                if surrogate_accept(2.0 * eps) < self.target_accept:
+                    break
+                eps *= 2.0
+            return eps
+        for _ in range(10):
+            eps *= 0.5
+            if surrogate_accept(eps) >= self.target_accept:
+                break
+        return eps
+
+    def cross_validate(self, state: KernelHMCAdaptState, s_med: float,
+                       rng: np.random.Generator) -> tuple[float, float, np.ndarray | None]:
+        """Bandwidth, ``lambda`` and (with ARD) per-coordinate lengths by blocked
+        cross-validation on the history around the median heuristic ``s_med``.
+
+        The folds are distinct points in chain order: with random folds, the copies
+        (rejections) and neighbours of a held-out point of an autocorrelated chain are in
+        the training folds, which rewards over-fitting.  The first search covers the whole
+        bandwidth grid, later ones the grid points near the last best
+        (``state.cv_index``).
+        """
+        X = distinct_rows(state.reservoir.points_in_order)
+        if X.shape[0] > self.n_cv:
+            X = X[np.sort(rng.choice(X.shape[0], self.n_cv, replace=False))]
+        s_ref = self.bandwidth or s_med
+        factors = _BANDWIDTH_FACTORS[self.surrogate]
+        window = np.arange(factors.size)  # first time the whole grid, then around the last best
+        if state.cv_index is not None:
+            i = state.cv_index
+            window = window[max(i - _CV_NEIGHBOURS, 0) : i + _CV_NEIGHBOURS + 1]
+        bandwidths = [self.bandwidth] if self.bandwidth is not None else s_med * factors[window]
+        lam_scale = s_ref**2 if self.surrogate == "lite" else s_ref**-2
+        lams = [self.lam] if self.lam is not None else lam_scale * 10.0**_LAMBDA_EXPONENTS
+        if self.uses_ard(state.dim):  # bandwidth, lambda and lengths, from the last lengths
+            # two sweeps from isotropic lengths, then one from the last lengths
+            res = search_lengths(X, state.base_features, bandwidths, lams,
+                                 lengths=state.cv_lengths,
+                                 n_sweeps=2 if state.cv_lengths is None else 1,
+                                 min_bandwidth=factors[0] * self.min_bandwidth(state.dim))
+            state.cv_lengths = res.lengths
+            state.cv_index = int(np.argmin(np.abs(np.log(s_med * factors / res.bandwidth))))
+            return res.bandwidth, res.lam, res.lengths
+        if self.surrogate == "lite":
+            make = LiteScoreEstimator
+        else:
+            base = state.base_features
+
+            def make(s, lam):
+                return FiniteScoreEstimator(base.with_bandwidth(s), lam)
+
+        with np.errstate(all="ignore"):
+            result = cross_validate(X, bandwidths, lams, make, n_folds=5, shuffle=False)
+        if self.bandwidth is None:
+            best = int(np.argmin(np.min(result.losses, axis=1)))
+            state.cv_index = int(window[best])
+        return result.best_bandwidth, result.best_lam, None
