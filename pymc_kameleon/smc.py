@@ -310,18 +310,6 @@ class KameleonSMC(SMC_KERNEL):
        samplers with independent MCMC proposals. Bayesian Analysis 14(3).
     .. [3] Dau, H.-D., Chopin, N. (2022). Waste-free sequential Monte Carlo. JRSS-B 84(1).
     .. [4] Owen, A., Zhou, Y. (2000). Safe and effective importance sampling. JASA 95(449).
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_kameleon import KameleonSMC
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 0, 10)
-    ...     _ = pm.Normal("y", x, 1, observed=[0.5, 1.5])
-    ...     idata = pm.sample_smc(200, kernel=KameleonSMC, chains=1, progressbar=False,
-    ...                           random_seed=1, compute_convergence_checks=False)
-    >>> bool(abs(float(idata.posterior["x"].mean()) - 1.0) < 0.3)
-    True
     """
 
     stats_dtypes_shapes: dict[str, tuple[type, list]] = {

@@ -85,32 +85,22 @@ class BaseKernelStep(ArrayStepShared):
         variable of the model).
     n_steps : int, optional
         Metropolis-Hastings iterations per PyMC draw, each with one log-density evaluation
-        (default: the block's dimension ``d``, like Metropolis and Slice, which update every
-        coordinate per draw, but at least 5, so that in low dimensions a draw's fixed cost
-        does not outweigh its iterations; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase
-        and when sampling with a surrogate).  Late in tuning the default is scaled to the
-        posterior: where the chain's autocorrelation time per draw exceeds 3, the count is
-        raised so that it falls to 3, at most fourfold (the stat ``n_steps`` reports the
-        count of each draw; frozen after tuning; needs the number of tuning draws, which
-        ``pm.sample`` gives).  The attribute ``n_steps`` is the count of the next draw.
+        (default: ``max(5, d)``; kernel HMC: ``ceil(sqrt(d))`` in its kernel phase).  Late
+        in tuning the default is raised where the chain mixes slowly, at most fourfold, and
+        frozen after tuning (the stat ``n_steps``; docs/tuning.md, "Work per draw").  The
+        attribute ``n_steps`` is the count of the next draw.
     warmup_draws : int, optional
         Tuning draws spent on the preconditioned random walk that learns the posterior's
         location and scale before the sampler's own adaptation starts (default: half of
-        ``tune`` when PyMC tells the step, else 500, half of ``pm.sample``'s default).
-        With ``tune <= warmup_draws`` the sampler never starts and the step samples with
-        the tuned preconditioned random walk.
+        ``tune``, else 500).  With ``tune <= warmup_draws`` the step samples with the tuned
+        preconditioned random walk.
     laplace : bool, optional
-        Start the warm-up from a gradient-free Laplace approximation (mode by L-BFGS on
-        finite differences, inverse finite-difference Hessian).  Default: when the log
-        density is deterministic (never with likelihood estimators) and ``d <= 100``.
-        The Gaussian is used only where it describes the target (a spike, or a mode in
-        the neck of a hierarchical model's funnel, is not used: see
-        :func:`~pymc_kameleon.adaptation.laplace.laplace_start`); the warm-up then starts
-        at the initial point.  The mode is searched from the chain's start and from
-        ``laplace_starts`` prior draws, and the usable mode with the highest log density
-        is kept (the stat ``laplace_start`` says which: -1 none, 0 the chain's start, k the
-        k-th prior draw).  A chain given its own start (``initvals``, or an ``initval`` in
-        the model) begins there: only the covariance of the mode nearest to it is used.
+        Start the warm-up from a gradient-free Laplace approximation, searched from the
+        chain's start and from ``laplace_starts`` prior draws and used only where it
+        describes the target (docs/tuning.md, "Where the warm-up starts").  Default: when
+        the log density is deterministic (never with likelihood estimators) and
+        ``d <= 100``.  The stat ``laplace_start`` says which start was kept; a chain given
+        its own start (``initvals``) begins there.
     laplace_starts : int, default 4
         Prior draws (a uniform jitter of the start where a prior is flat) from which the
         Laplace start also searches the mode, so that a chain does not begin in a local

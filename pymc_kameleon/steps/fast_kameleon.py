@@ -138,7 +138,7 @@ class FastKameleonStep(LocalGaussianStep):
         Tuning iterations at which the bandwidth is refreshed.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        (default ``max(5, d)``), warm-up length, Laplace start, what an exception raised by the
         log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
@@ -156,17 +156,6 @@ class FastKameleonStep(LocalGaussianStep):
        feature maps for shift-invariant kernels. JMLR 17(120).
     .. [5] Yu, F. X., Suresh, A. T., Choromanski, K., Holtmann-Rice, D., Kumar, S. (2016).
        Orthogonal random features. NIPS.
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_kameleon import FastKameleonStep
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 0.0, 1.0, shape=2)
-    ...     idata = pm.sample(draws=200, tune=200, chains=1, step=FastKameleonStep(n_features=50),
-    ...                       random_seed=1, progressbar=False, compute_convergence_checks=False)
-    >>> int(idata.sample_stats["n_features"][0, 0])
-    50
     """
 
     name = "fast_kameleon"

@@ -80,7 +80,7 @@ class KameleonStep(LocalGaussianStep):
         neck, a curved tail) hold more of its points; ``beta = 1`` spreads them evenly.
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``d``), warm-up length, Laplace start, what an exception raised by the
+        (default ``max(5, d)``), warm-up length, Laplace start, what an exception raised by the
         log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
@@ -89,17 +89,6 @@ class KameleonStep(LocalGaussianStep):
     ----------
     .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A. (2014).
        Kernel Adaptive Metropolis-Hastings. ICML. arXiv:1307.5302.
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_kameleon import KameleonStep
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 0.0, 1.0, shape=2)
-    ...     idata = pm.sample(draws=200, tune=200, chains=1, step=KameleonStep(),
-    ...                       random_seed=1, progressbar=False, compute_convergence_checks=False)
-    >>> sorted(k for k in ("accept", "scaling", "n_history") if k in idata.sample_stats)
-    ['accept', 'n_history', 'scaling']
     """
 
     name = "kameleon"

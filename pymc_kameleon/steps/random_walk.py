@@ -77,17 +77,6 @@ class RandomWalkStep(BaseKernelStep):
        Metropolis-Hastings. Biometrika 88(4).
     .. [7] Haario, H., Laine, M., Mira, A., Saksman, E. (2006). DRAM: efficient adaptive
        MCMC. Statistics and Computing 16.
-
-    Examples
-    --------
-    >>> import pymc as pm
-    >>> from pymc_kameleon import RandomWalkStep
-    >>> with pm.Model():
-    ...     x = pm.Normal("x", 0.0, 1.0, shape=3)
-    ...     idata = pm.sample(draws=300, tune=300, chains=1, step=RandomWalkStep(),
-    ...                       random_seed=1, progressbar=False, compute_convergence_checks=False)
-    >>> 0.1 < float(idata.sample_stats["accepted"].mean()) < 0.5
-    True
     """
 
     name = "random_walk"
