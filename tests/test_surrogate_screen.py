@@ -17,4 +17,4 @@ def test_surrogate_screen_runs_and_counts_evaluations(capsys):
     # the plain walk evaluates every proposal; the screen only those that pass stage 1
     assert rows[0]["stage1"] == 1.0 and rows[0]["evals_per_iter"] == 1.0
     assert rows[2]["evals_per_iter"] < 1.0 and rows[2]["stage1"] < 1.0
-    assert "| pk | 1 | krr | 2x |" in capsys.readouterr().out
+    assert "| pk | 1 | krr | 2x | 1 n_steps |" in capsys.readouterr().out
