@@ -45,7 +45,7 @@ from pymc.util import (
 from pymc.vartypes import discrete_types
 
 from ..adaptation.warmup import AffineMap
-from ..adaptation.warmup_kernel import WarmupKernel, random_walk_target
+from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
@@ -232,9 +232,9 @@ class BaseKernelStep(ArrayStepShared):
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
-        self._store = SharedEstimate.for_model(model)
-        self._points = PointSync(self._store, self._data_fingerprint,
-                                 f"{type(self).__name__}{self.var_names}")
+        # public: what "the chain's stored value" means (docs/api/steps.md, instrumentation)
+        self.point_sync = PointSync(SharedEstimate.for_model(model), self._data_fingerprint,
+                                   f"{type(self).__name__}{self.var_names}")
         # the evaluated density: the compiled one, or the user's wrapper around it
         self._density = LogDensity(
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
@@ -297,6 +297,24 @@ class BaseKernelStep(ArrayStepShared):
         if walk is None:
             return None
         return AffineMap(walk.precond.mean.copy(), walk.precond.chol.copy())
+
+    @property
+    def warmup(self) -> WarmupKernel:
+        """The warm-up kernel (chain-independent: its windows, scale and rules), which
+        acts on :attr:`warmup_state`."""
+        return self._walk
+
+    @property
+    def warmup_state(self) -> WarmupState | None:
+        """The current chain's warm-up state (map, scale, windows, noise ceiling: live,
+        not a copy), ``None`` before the chain's first draw."""
+        return self._warm.walk
+
+    @property
+    def compiled_logp(self) -> Callable[[np.ndarray], Any]:
+        """The block's compiled log density ``logp(x)`` of the raveled values, before any
+        ``logp_wrapper``."""
+        return self._logp_fn
 
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
@@ -506,7 +524,7 @@ class BaseKernelStep(ArrayStepShared):
             **self._tuning_stats(),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
-        self._points.remember(w, new, point)
+        self.point_sync.remember(w, new, point)
         return new, [stats]
 
     def _walk_proposal(self, state: ChainState, probe: bool = False,
@@ -571,14 +589,14 @@ class BaseKernelStep(ArrayStepShared):
         """Make the stored state match the incoming point; return evaluations spent."""
         w = self._warm
         self._density.layout(q0)
-        key = self._points.key(w, point)
+        key = self.point_sync.key(w, point)
         if w.x is not None and key == w.key:
             return 0
         x = np.array(q0.data, dtype=float)
-        stored = self._store.get(key)
+        stored = self.point_sync.store.get(key)
         if w.x is None:
             return self._start_chain(x, key, point, stored, q0.point_map_info)
-        return self._points.refresh(w, x, key, stored, self._density)
+        return self.point_sync.refresh(w, x, key, stored, self._density)
 
     def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
                      info) -> int:
