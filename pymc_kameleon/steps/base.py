@@ -142,10 +142,6 @@ class BaseKernelStep(ArrayStepShared):
     default_blocked = True
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
-    #: The sampler's own kernel starts after the warm-up (False: the warm-up random walk
-    #: is the sampler and keeps adapting its windows for the whole tuning phase).
-    _has_kernel_phase = True
-
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {
         "accept": (np.float64, []),
         "accepted": (np.float64, []),  # float like pm.Metropolis (same name, same dtype)
@@ -241,8 +237,7 @@ class BaseKernelStep(ArrayStepShared):
             on_error=on_error, name=f"{type(self).__name__}{list(self.var_names)}")
         self._start = ChainStart(model, vars, name=f"{type(self).__name__}{list(self.var_names)}",
                                  estimators=bool(find_estimators(self._logp_fn)))
-        self._walk = WarmupKernel(self.dim, **self._warmup_config(),
-                                  to_the_end=not self._has_kernel_phase)
+        self._walk = WarmupKernel(self.dim, **self._warmup_config())
         self.reset_tuning()
 
     @property
@@ -329,8 +324,8 @@ class BaseKernelStep(ArrayStepShared):
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         """Propose from ``state`` (whitened coordinates); return it and per-iteration stats.
 
-        Called only in the kernel phase: a sampler with ``_has_kernel_phase = False`` keeps
-        the warm-up walk and need not implement it.
+        Called only in the kernel phase: a sampler whose warm-up kernel is kept to the end
+        (``to_the_end`` in :meth:`_warmup_config`) never has one and need not implement it.
         """
         raise NotImplementedError(f"{type(self).__name__} has no kernel phase")
 
@@ -363,8 +358,9 @@ class BaseKernelStep(ArrayStepShared):
         """
 
     def _warmup_config(self) -> dict[str, Any]:
-        """Initial scale and shape, target, gain exponent and switch of the warm-up walk
-        (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
+        """Initial scale and shape, target, gain exponent and switch of the warm-up walk, and
+        whether it is kept to the end of tuning instead of handing over to the sampler's
+        kernel (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
         return {"scale": None, "cov": None, "target": random_walk_target(self.dim),
                 "exponent": 0.6, "adapt": True}
 
@@ -414,7 +410,7 @@ class BaseKernelStep(ArrayStepShared):
         assumes 500 draws).  An explicit ``warmup_draws`` is the user's choice and is not
         warned about."""
         w = self._warm
-        if (not self._has_kernel_phase or self.warmup_draws is not None or w.x is None
+        if (self._walk.to_the_end or self.warmup_draws is not None or w.x is None
                 or w.phase == "kernel"):
             return
         length = self._warmup_length()
