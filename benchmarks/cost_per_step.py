@@ -101,7 +101,7 @@ class _Timer:
 def _logp_cost(step, point, n: int = 2000) -> float:
     """Seconds per call of the block's compiled log density (ours only)."""
     x = np.concatenate([np.ravel(point[v.name]) for v in step.vars]).astype(float)
-    fn = step._logp_fn
+    fn = step.compiled_logp
     fn(x)
     start = time.perf_counter()
     for _ in range(n):

@@ -102,10 +102,10 @@ class _Recorder(RandomWalkStep):
 
     def stop_tuning(self):
         if self.tune:
-            walk = self._warm.walk
+            walk = self.warmup_state
             win = walk.window
             self.finals.append({"cov": walk.precond.cov.copy(),
-                                "scale": walk.rw.value / self._walk.scale0,
+                                "scale": walk.rw.value / self.warmup.scale0,
                                 "windows_closed": walk.window_index,
                                 "open": None if win is None or win.count < 2 else
                                 {"count": win.count, "moves": win.n_moves,

@@ -232,10 +232,10 @@ def test_learned_spread_is_one_for_the_reference_preconditioner(monkeypatch):
     assert 0 < low <= high
     cov = kc.reference_covariance(MODELS["eight-schools-nc"].factory(), "eight-schools-nc")
 
-    class Exact(kc.RandomWalkStep):  # the warm-up's map replaced (inside) by the exact one
+    class Exact(kc.RandomWalkStep):  # the warm-up's map replaced by the exact one
         def astep(self, q0):
             out = super().astep(q0)
-            self._warm.precond = AffineMap.from_cov(np.zeros(self.dim), cov)
+            self.warmup_state.precond = AffineMap.from_cov(np.zeros(self.dim), cov)
             return out
 
     monkeypatch.setattr(kc, "RandomWalkStep", Exact)

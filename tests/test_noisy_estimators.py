@@ -64,19 +64,19 @@ def without_noise_ceiling(cls: type) -> type:
     """A deliberately broken ``cls``: the acceptance targets (0.234 / 0.44) are kept in the
     warm-up and after it although the estimator's noise caps the acceptance near 0.16.
 
-    A broken variant has to reach inside: the ceiling is the warm-up state's ``noise``
-    (created at the chain's first draw), which every acceptance target of the step reads.
-    It is read before it is replaced, so a renamed field fails here, not silently."""
+    The ceiling is the warm-up state's ``noise`` (``step.warmup_state``, created at the
+    chain's first draw), which every acceptance target of the step reads; it is replaced
+    before each later draw.  It is read before it is replaced, so a renamed field fails
+    here, not silently."""
 
-    def _sync(self, q0, point):
-        evals = cls._sync(self, q0, point)
-        walk = self._warm.walk
-        if not isinstance(walk.noise, NoCeiling):
+    def step(self, point):
+        walk = self.warmup_state
+        if walk is not None and not isinstance(walk.noise, NoCeiling):
             assert isinstance(walk.noise, NoiseCeiling)
             walk.noise = NoCeiling()
-        return evals
+        return cls.step(self, point)
 
-    return type(f"NoCeiling{cls.__name__}", (cls,), {"_sync": _sync})
+    return type(f"NoCeiling{cls.__name__}", (cls,), {"step": step})
 
 
 #: Group design of ``test_large_noise_does_not_collapse``: each chain is a group (no

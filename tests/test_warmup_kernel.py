@@ -260,5 +260,5 @@ def test_random_walk_step_uses_its_whole_tuning_phase():
         step = RandomWalkStep()
         pm.sample(tune=300, draws=5, chains=1, cores=1, step=step, random_seed=1,
                   progressbar=False, compute_convergence_checks=False)
-    assert step._walk.window_ends(150, 300) == (22, 38, 68, 150, 250)
-    assert step._warm.walk.window_index == 5
+    assert step.warmup.window_ends(150, 300) == (22, 38, 68, 150, 250)
+    assert step.warmup_state.window_index == 5

@@ -45,7 +45,7 @@ from pymc.util import (
 from pymc.vartypes import discrete_types
 
 from ..adaptation.warmup import AffineMap
-from ..adaptation.warmup_kernel import WarmupKernel, random_walk_target
+from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws, logp_compile_kwargs
 from ..pseudo_marginal import (
@@ -142,10 +142,6 @@ class BaseKernelStep(ArrayStepShared):
     default_blocked = True
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
-    #: The sampler's own kernel starts after the warm-up (False: the warm-up random walk
-    #: is the sampler and keeps adapting its windows for the whole tuning phase).
-    _has_kernel_phase = True
-
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {
         "accept": (np.float64, []),
         "accepted": (np.float64, []),  # float like pm.Metropolis (same name, same dtype)
@@ -232,17 +228,16 @@ class BaseKernelStep(ArrayStepShared):
         self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
-        self._store = SharedEstimate.for_model(model)
-        self._points = PointSync(self._store, self._data_fingerprint,
-                                 f"{type(self).__name__}{self.var_names}")
+        # public: what "the chain's stored value" means (docs/api/steps.md, instrumentation)
+        self.point_sync = PointSync(SharedEstimate.for_model(model), self._data_fingerprint,
+                                   f"{type(self).__name__}{self.var_names}")
         # the evaluated density: the compiled one, or the user's wrapper around it
         self._density = LogDensity(
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
             on_error=on_error, name=f"{type(self).__name__}{list(self.var_names)}")
         self._start = ChainStart(model, vars, name=f"{type(self).__name__}{list(self.var_names)}",
                                  estimators=bool(find_estimators(self._logp_fn)))
-        self._walk = WarmupKernel(self.dim, **self._warmup_config(),
-                                  to_the_end=not self._has_kernel_phase)
+        self._walk = WarmupKernel(self.dim, **self._warmup_config())
         self.reset_tuning()
 
     @property
@@ -298,6 +293,24 @@ class BaseKernelStep(ArrayStepShared):
             return None
         return AffineMap(walk.precond.mean.copy(), walk.precond.chol.copy())
 
+    @property
+    def warmup(self) -> WarmupKernel:
+        """The warm-up kernel (chain-independent: its windows, scale and rules), which
+        acts on :attr:`warmup_state`."""
+        return self._walk
+
+    @property
+    def warmup_state(self) -> WarmupState | None:
+        """The current chain's warm-up state (map, scale, windows, noise ceiling: live,
+        not a copy), ``None`` before the chain's first draw."""
+        return self._warm.walk
+
+    @property
+    def compiled_logp(self) -> Callable[[np.ndarray], Any]:
+        """The block's compiled log density ``logp(x)`` of the raveled values, before any
+        ``logp_wrapper``."""
+        return self._logp_fn
+
     # ------------------------------------------------------------------ subclass hooks
     def _default_n_steps(self) -> int:
         """Default iterations per draw; may depend on the tuning state (then it must change
@@ -311,8 +324,8 @@ class BaseKernelStep(ArrayStepShared):
     def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
         """Propose from ``state`` (whitened coordinates); return it and per-iteration stats.
 
-        Called only in the kernel phase: a sampler with ``_has_kernel_phase = False`` keeps
-        the warm-up walk and need not implement it.
+        Called only in the kernel phase: a sampler whose warm-up kernel is kept to the end
+        (``to_the_end`` in :meth:`_warmup_config`) never has one and need not implement it.
         """
         raise NotImplementedError(f"{type(self).__name__} has no kernel phase")
 
@@ -345,8 +358,9 @@ class BaseKernelStep(ArrayStepShared):
         """
 
     def _warmup_config(self) -> dict[str, Any]:
-        """Initial scale and shape, target, gain exponent and switch of the warm-up walk
-        (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
+        """Initial scale and shape, target, gain exponent and switch of the warm-up walk, and
+        whether it is kept to the end of tuning instead of handing over to the sampler's
+        kernel (the arguments of :class:`~pymc_kameleon.adaptation.warmup_kernel.WarmupKernel`)."""
         return {"scale": None, "cov": None, "target": random_walk_target(self.dim),
                 "exponent": 0.6, "adapt": True}
 
@@ -396,7 +410,7 @@ class BaseKernelStep(ArrayStepShared):
         assumes 500 draws).  An explicit ``warmup_draws`` is the user's choice and is not
         warned about."""
         w = self._warm
-        if (not self._has_kernel_phase or self.warmup_draws is not None or w.x is None
+        if (self._walk.to_the_end or self.warmup_draws is not None or w.x is None
                 or w.phase == "kernel"):
             return
         length = self._warmup_length()
@@ -506,7 +520,7 @@ class BaseKernelStep(ArrayStepShared):
             **self._tuning_stats(),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
-        self._points.remember(w, new, point)
+        self.point_sync.remember(w, new, point)
         return new, [stats]
 
     def _walk_proposal(self, state: ChainState, probe: bool = False,
@@ -571,14 +585,14 @@ class BaseKernelStep(ArrayStepShared):
         """Make the stored state match the incoming point; return evaluations spent."""
         w = self._warm
         self._density.layout(q0)
-        key = self._points.key(w, point)
+        key = self.point_sync.key(w, point)
         if w.x is not None and key == w.key:
             return 0
         x = np.array(q0.data, dtype=float)
-        stored = self._store.get(key)
+        stored = self.point_sync.store.get(key)
         if w.x is None:
             return self._start_chain(x, key, point, stored, q0.point_map_info)
-        return self._points.refresh(w, x, key, stored, self._density)
+        return self.point_sync.refresh(w, x, key, stored, self._density)
 
     def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
                      info) -> int:

@@ -80,7 +80,6 @@ class RandomWalkStep(BaseKernelStep):
     """
 
     name = "random_walk"
-    _has_kernel_phase = False
     stats_dtypes_shapes = {**BaseKernelStep.stats_dtypes_shapes, "scaling": (np.float64, []),
                            "dr_proposals": (np.int64, []), "dr_accepted": (np.int64, [])}
     _progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
@@ -174,6 +173,7 @@ class RandomWalkStep(BaseKernelStep):
                        else self.target_accept),
             "exponent": self.adapt_exponent,
             "adapt": self.adapt_scale,
+            "to_the_end": True,  # the warm-up kernel is the sampler
         }
 
     def _tuning_stats(self) -> dict[str, Any]:
