@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -108,20 +107,16 @@ class FastKameleonStep(LocalGaussianStep):
         n_bandwidth: int = 1000,
         schedule: GeometricSchedule | None = None,
         trace_tolerance: float = TRACE_TOLERANCE,
-        gamma: float | Sequence[float] | None = None,
-        bandwidth: float | None = None,
-        target_accept: float = 0.234,
-        adapt_scale: bool = True,
-        adapt_exponent: float = 0.6,
         adaptation_class: type[FastKameleonAdaptation] = FastKameleonAdaptation,
         **kwargs,
     ):
-        adaptation = adaptation_class(
-            n_features=n_features, embedding=embedding, frequencies=frequencies, eta2=eta2,
-            n_bandwidth=n_bandwidth, schedule=schedule, trace_tolerance=trace_tolerance,
-            gamma=gamma, bandwidth=bandwidth, target_accept=target_accept,
-            adapt_scale=adapt_scale, adapt_exponent=adapt_exponent)
-        super().__init__(vars, adaptation=adaptation, **kwargs)
+        # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
+        super().__init__(
+            vars, adaptation_class=adaptation_class,
+            kernel_kwargs=dict(n_features=n_features, embedding=embedding,
+                               frequencies=frequencies, eta2=eta2, n_bandwidth=n_bandwidth,
+                               schedule=schedule, trace_tolerance=trace_tolerance),
+            **kwargs)
 
     embedding = property(lambda self: self.adaptation.embedding)
     frequencies = property(lambda self: self.adaptation.frequencies)

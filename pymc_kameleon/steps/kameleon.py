@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from ..adaptation import GeometricSchedule
@@ -92,20 +90,15 @@ class KameleonStep(LocalGaussianStep):
         nu2: float | None = None,
         subsample_schedule: GeometricSchedule | None = None,
         tail_weight: float = 0.0,
-        gamma: float | Sequence[float] | None = None,
-        bandwidth: float | None = None,
-        target_accept: float = 0.234,
-        adapt_scale: bool = True,
-        adapt_exponent: float = 0.6,
         adaptation_class: type[KameleonAdaptation] = KameleonAdaptation,
         **kwargs,
     ):
-        adaptation = adaptation_class(
-            n_history=n_history, nu2=nu2, subsample_schedule=subsample_schedule,
-            tail_weight=tail_weight, gamma=gamma, bandwidth=bandwidth,
-            target_accept=target_accept, adapt_scale=adapt_scale,
-            adapt_exponent=adapt_exponent)
-        super().__init__(vars, adaptation=adaptation, **kwargs)
+        # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
+        super().__init__(
+            vars, adaptation_class=adaptation_class,
+            kernel_kwargs=dict(n_history=n_history, nu2=nu2, tail_weight=tail_weight,
+                               subsample_schedule=subsample_schedule),
+            **kwargs)
 
     n_history = property(lambda self: self.adaptation.n_history)
     tail_weight = property(lambda self: self.adaptation.tail_weight)

@@ -8,6 +8,7 @@ state as :attr:`~LocalGaussianStep.adaptation_state`, and delegates the base's h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,19 @@ _KERNEL_DRAWS = 500  # the sampler's tuning draws when PyMC does not tell (pm.sa
 class LocalGaussianStep(BaseKernelStep):
     """Base for ``N(y, gamma^2 I + scale * G(y))`` Metropolis-Hastings steps.
 
-    A subclass passes its kernel, a
-    :class:`~pymc_kameleon.adaptation.local_gaussian.LocalGaussianAdaptation` built from the
-    step's parameters, as ``adaptation``.
+    A subclass passes the class of its kernel (a
+    :class:`~pymc_kameleon.adaptation.local_gaussian.LocalGaussianAdaptation`) and its own
+    parameters; the kernel is built from them and the common parameters below, documented
+    with :class:`~pymc_kameleon.KameleonStep`.
 
     Parameters
     ----------
-    adaptation : LocalGaussianAdaptation
+    adaptation_class : type
         The kernel and its adaptation.
+    kernel_kwargs : dict
+        The subclass's parameters of the kernel.
+    gamma, bandwidth, target_accept, adapt_scale, adapt_exponent
+        The parameters common to both kernels.
     """
 
     stats_dtypes_shapes = {
@@ -48,8 +54,22 @@ class LocalGaussianStep(BaseKernelStep):
     }
     _progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
 
-    def __init__(self, vars=None, *, adaptation: LocalGaussianAdaptation, **kwargs):
-        self.adaptation = adaptation
+    def __init__(
+        self,
+        vars=None,
+        *,
+        adaptation_class: type[LocalGaussianAdaptation],
+        kernel_kwargs: dict[str, Any],
+        gamma: float | Sequence[float] | None = None,
+        bandwidth: float | None = None,
+        target_accept: float = 0.234,
+        adapt_scale: bool = True,
+        adapt_exponent: float = 0.6,
+        **kwargs,
+    ):
+        self.adaptation = adaptation_class(
+            gamma=gamma, bandwidth=bandwidth, target_accept=target_accept,
+            adapt_scale=adapt_scale, adapt_exponent=adapt_exponent, **kernel_kwargs)
         super().__init__(vars, **kwargs)
 
     # the configuration, read where the steps' parameters are documented
