@@ -35,13 +35,14 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon.adaptation.local_gaussian import FastKameleonAdaptation
 
 from .common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
 
 __all__ = ["main", "register"]
 
 
-class _Restarting(FastKameleonStep):
+class _Restarting(FastKameleonAdaptation):
     """The moments restart at every refresh that changes the bandwidth (before the fix)."""
 
     bandwidth_tolerance = 0.0
@@ -55,14 +56,15 @@ def register(key: str) -> str:
         factory = FastKameleonStep
     elif key.startswith("fkamh-d"):
         n_features, frequencies, *rest = key[len("fkamh-d"):].split("-")
-        cls = _Restarting if "restart" in rest else FastKameleonStep
+        kernel = _Restarting if "restart" in rest else FastKameleonAdaptation
         tolerances = [r for r in rest if r.startswith("tt")]
         if set(rest) - {"restart", *tolerances} or len(tolerances) > 1:
             raise ValueError(f"unknown variant {key!r}")
         kwargs = {"trace_tolerance": float(tolerances[0][2:])} if tolerances else {}
 
-        def factory(n=int(n_features), f=frequencies, cls=cls, kwargs=kwargs):
-            return cls(n_features=n, frequencies=f, **kwargs)
+        def factory(n=int(n_features), f=frequencies, kernel=kernel, kwargs=kwargs):
+            return FastKameleonStep(n_features=n, frequencies=f, adaptation_class=kernel,
+                                    **kwargs)
     else:
         raise ValueError(f"unknown variant {key!r}")
     SAMPLERS[key] = SamplerSpec(key, key, factory, ours=True)

@@ -41,10 +41,10 @@ import numpy as np
 import pymc as pm
 
 from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon.adaptation.local_gaussian import default_n_features
 from pymc_kameleon.math.kernels import median_heuristic
 from pymc_kameleon.math.rff import RandomFourierFeatures
 from pymc_kameleon.models.targets import banana_sample
-from pymc_kameleon.steps.fast_kameleon import default_n_features
 
 from .common import quiet_pymc
 
@@ -175,17 +175,17 @@ def distortion(d: int, b: float, whiten: bool = True, seeds=(0, 1, 2),
     with model:
         kamh = KameleonStep(rng=0, bandwidth=s)
     for z in Z:
-        kamh._record(z, 0.0)
-    kamh._refresh()
+        kamh.adaptation.record(kamh.adaptation_state, z, 0.0, kamh.rng)
+    kamh.adaptation.refresh(kamh.adaptation_state, kamh.rng)
     largest, smallest, ranks = [], [], set()
     for seed in seeds:
         with model:
             fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
         for z in Z:
-            fkamh._record(z, 0.0)
-        fkamh._refresh()
+            fkamh.adaptation.record(fkamh.adaptation_state, z, 0.0, fkamh.rng)
+        fkamh.adaptation.refresh(fkamh.adaptation_state, fkamh.rng)
         fkamh.stop_tuning()  # the frozen proposal: exact truncation
-        ranks.add(fkamh._adapt.rank)
+        ranks.add(fkamh.adaptation_state.rank)
         for y in ys:
             qk, qf = kamh.proposal_at(y), fkamh.proposal_at(y)
             A = np.linalg.solve(qk.chol, qf.chol)

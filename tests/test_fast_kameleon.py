@@ -8,21 +8,28 @@ import pytest
 from checks import (
     BANANA_CHAINS,
     BANANA_MIN_PASSING,
-    DropHastingsCorrection,
     banana_groups_passing,
     sample,
 )
 from scipy.stats import multivariate_normal
 
 from pymc_kameleon import FastKameleonStep
+from pymc_kameleon.adaptation.local_gaussian import FastKameleonAdaptation
 from pymc_kameleon.math.linalg import lowrank_root
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.steps.base import ChainState
 
 
-class ForwardCovarianceReused(DropHastingsCorrection, FastKameleonStep):
+class ForwardCovarianceKernel(FastKameleonAdaptation):
     """The dissertation's R-code bug: the reverse density reuses the forward covariance,
     which makes the ratio symmetric, i.e. drops the Hastings correction."""
+
+    def propose(self, state, y, rng, tune):
+        x_new, _ = super().propose(state, y, rng, tune)
+        return x_new, 0.0
+
+
+#: Deliberately broken: F-KAMH with the dissertation's R-code bug.
+ForwardCovarianceReused = partial(FastKameleonStep, adaptation_class=ForwardCovarianceKernel)
 
 
 # The banana tests and their negative controls fix gamma at 0.1, as in test_kameleon.py: with
@@ -41,15 +48,15 @@ def history():
 def _step_with_history(model, history, **kwargs):
     """A step whose feature moments are the batch moments of ``history``.
 
-    For the unit tests of the proposal's math: a known adaptation state is reached only by
-    feeding the history to the internal ``_record`` / ``_refresh``, and the proposal
-    (``_propose``, its features and moments) is then compared with an independent
+    For the unit tests of the proposal's math: a known adaptation state is reached by
+    feeding the history to the kernel's ``record`` / ``refresh``, and the proposal
+    (``propose``, its features and moments) is then compared with an independent
     computation."""
     with model:
         step = FastKameleonStep(rng=1, n_bandwidth=len(history), **kwargs)
     for z in history:
-        step._record(z, 0.0)
-    step._refresh()
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    step.adaptation.refresh(step.adaptation_state, step.rng)
     return step
 
 
@@ -62,7 +69,7 @@ def test_proposal_covariance_equals_kamh_with_the_approximate_kernel(gauss, hist
     """
     step = _step_with_history(gauss, history, bandwidth=1.5, embedding=embedding,
                               trace_tolerance=0.0)
-    phi = step._adapt.features.features  # the step's own features: the kernel k~ under test
+    phi = step.adaptation_state.features.features  # the step's own features: k~ under test
     n, d, h = len(history), 2, 1e-6
     y = np.array([0.7, 0.4])
     M = np.column_stack([
@@ -80,15 +87,16 @@ def test_feature_moments_equal_batch_formulas(gauss, history):
     # unit test of the internal online moments against the batch formulas
     step = _step_with_history(gauss, history[:200], bandwidth=1.5)
     for z in history[200:]:
-        step._record(z, 0.0)
-    Phi = step._adapt.features.features(history)
-    np.testing.assert_allclose(step._adapt.moments.mean, Phi.mean(axis=0), atol=1e-12)
-    np.testing.assert_allclose(step._adapt.moments.cov, np.cov(Phi.T, bias=True), atol=1e-12)
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    a = step.adaptation_state
+    Phi = a.features.features(history)
+    np.testing.assert_allclose(a.moments.mean, Phi.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(a.moments.cov, np.cov(Phi.T, bias=True), atol=1e-12)
 
 
 def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history):
     step = _step_with_history(gauss, history, bandwidth=1.5, trace_tolerance=0.0)
-    a = step._adapt  # the MH correction of _propose against SciPy at a known state
+    a = step.adaptation_state  # the MH correction against SciPy at a known state
     C = np.cov(a.features.features(history).T, bias=True)
 
     def cov_at(x):
@@ -96,12 +104,11 @@ def test_reverse_density_uses_the_jacobian_at_the_proposed_point(gauss, history)
         return step.gamma**2 * np.eye(2) + step.scale * J.T @ C @ J
 
     y = np.array([1.0, 0.5])
-    proposal, _ = step._propose(ChainState(y, 0.0))
-    x_new = proposal.position
+    x_new, log_correction = step.adaptation.propose(a, y, step.rng, step.tune)
     expected = (multivariate_normal(x_new, cov_at(x_new)).logpdf(y)
                 - multivariate_normal(y, cov_at(y)).logpdf(x_new))
-    assert proposal.log_correction == pytest.approx(expected, abs=1e-8)
-    assert abs(proposal.log_correction) > 1e-6  # reusing the forward covariance would give 0
+    assert log_correction == pytest.approx(expected, abs=1e-8)
+    assert abs(log_correction) > 1e-6  # reusing the forward covariance would give 0
 
 
 def _nbytes(tree) -> int:
@@ -255,20 +262,20 @@ def test_moments_keep_the_whole_history_once_the_bandwidth_settled(gauss):
     with gauss:
         step = FastKameleonStep(rng=3, n_bandwidth=100)
     for z in rng.normal(size=(300, 2)):
-        step._record(z, 0.0)
-    step._refresh()
-    a = step._adapt
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    step.adaptation.refresh(step.adaptation_state, step.rng)
+    a = step.adaptation_state
     s0, count0 = a.bandwidth, a.moments.count
     assert count0 == 100  # restarted from the reservoir
     for z in rng.normal(size=(500, 2)):  # same spread: the median moves by a few %
-        step._adapt.t += 1
-        step._record(z, 0.0)
-    step._refresh()
+        step.adaptation_state.t += 1
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    step.adaptation.refresh(step.adaptation_state, step.rng)
     assert a.bandwidth == s0 and a.moments.count == count0 + 500
     for z in 5.0 * rng.normal(size=(2000, 2)):  # the spread grows 5-fold: restart
-        step._adapt.t += 1
-        step._record(z, 0.0)
-    step._refresh()
+        step.adaptation_state.t += 1
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    step.adaptation.refresh(step.adaptation_state, step.rng)
     assert a.bandwidth > 1.2 * s0 and a.moments.count == 100
 
 
@@ -277,10 +284,10 @@ def test_truncated_feature_covariance_is_the_proposal_in_both_directions(gauss, 
     the draw, the forward and the reverse density all use it, so the ratio stays exact."""
     step = _step_with_history(gauss, history, bandwidth=1.5, trace_tolerance=1e-3)
     step.tune = False  # frozen C: the factor is used
-    a = step._adapt  # the factor R and both densities of _propose, against SciPy
+    a = step.adaptation_state  # the factor R and both densities, against SciPy
     C = np.cov(a.features.features(history).T, bias=True)
     y = np.array([1.0, 0.5])
-    proposal, _ = step._propose(ChainState(y, 0.0))
+    x_new, log_correction = step.adaptation.propose(a, y, step.rng, step.tune)
     R = a.root[: a.rank]
     assert 1 <= a.rank < C.shape[0]
     assert np.trace(C - R.T @ R) <= 1e-3 * np.trace(C) * (1 + 1e-9)
@@ -289,10 +296,9 @@ def test_truncated_feature_covariance_is_the_proposal_in_both_directions(gauss, 
         J = a.features.jacobian(x)
         return step.gamma**2 * np.eye(2) + step.scale * J.T @ R.T @ R @ J
 
-    x_new = proposal.position
     expected = (multivariate_normal(x_new, cov_at(x_new)).logpdf(y)
                 - multivariate_normal(y, cov_at(y)).logpdf(x_new))
-    assert proposal.log_correction == pytest.approx(expected, abs=1e-8)
+    assert log_correction == pytest.approx(expected, abs=1e-8)
     q = step.proposal_at(y)
     np.testing.assert_allclose(q.chol @ q.chol.T, cov_at(y), rtol=1e-10)
 
@@ -322,7 +328,7 @@ def test_tracked_factor_while_tuning_exact_factor_after(gauss, history, n_featur
     product."""
     step = _step_with_history(gauss, history, bandwidth=1.5, n_features=n_features,
                               trace_tolerance=tolerance)
-    a = step._adapt  # the tracked and the exact factor of _propose, against SciPy
+    a = step.adaptation_state  # the tracked and the exact factor, against SciPy
     y = np.array([1.0, 0.5])
 
     def cov_at(x, R):
@@ -330,21 +336,20 @@ def test_tracked_factor_while_tuning_exact_factor_after(gauss, history, n_featur
         return step.gamma**2 * np.eye(2) + step.scale * J.T @ R.T @ R @ J
 
     assert step.tune
-    step._propose(ChainState(y, 0.0))  # the first factor of these moments: exact
+    step.adaptation.propose(a, y, step.rng, step.tune)  # the first factor of these moments: exact
     assert a.basis is not None
     for z in history[:100] * 1.3:  # 100 more tuning points: a new snapshot, then one step
         a.t += 1
-        step._record(z, 0.0)
-    proposal, _ = step._propose(ChainState(y, 0.0))
+        step.adaptation.record(step.adaptation_state, z, 0.0, step.rng)
+    x_new, log_correction = step.adaptation.propose(a, y, step.rng, step.tune)
     assert (a.folded is not None) == folded
     R = a.root[: a.rank].copy()
     exact = lowrank_root(a.cov, tolerance)
     if not folded:  # (with D = 20 the basis holds all of C: one step is exact)
         assert np.abs(R.T @ R - exact.T @ exact).max() > 1e-9  # tracked, not recomputed
-    x_new = proposal.position
     expected = (multivariate_normal(x_new, cov_at(x_new, R)).logpdf(y)
                 - multivariate_normal(y, cov_at(y, R)).logpdf(x_new))
-    assert proposal.log_correction == pytest.approx(expected, abs=1e-8)
+    assert log_correction == pytest.approx(expected, abs=1e-8)
 
     step.stop_tuning()
     assert a.cache == {}

@@ -8,8 +8,8 @@ import pytest
 from checks import moment_zscores, sample
 
 from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon.adaptation.local_gaussian import GAMMA_GRID
 from pymc_kameleon.compat import group_dataset
-from pymc_kameleon.steps.local_gaussian import GAMMA_GRID
 
 STEPS = [KameleonStep, FastKameleonStep]
 
@@ -60,19 +60,20 @@ def test_cached_proposal_follows_a_change_of_gamma(gauss, cls):
         step = cls(rng=0, warmup_draws=20, n_steps=2, adapt_scale=False)
     # the proposal cache is the object under test: a stale factor changes no stat, only the
     # MH ratio, too slightly for a statistical test
-    cached = step._cached_proposal
+    kernel = step.adaptation
+    cached = kernel.cached_proposal
     seen = set()
 
-    def checked(y, cache, params=None):
-        key, entry = cached(y, cache, params)
-        if step._adapt.active:
+    def checked(state, y, cache, rng, tune, params=None):
+        key, entry = cached(state, y, cache, rng, tune, params)
+        if state.active:
             L = entry[2]
-            expected = step.gamma**2 * np.eye(2) + step.scale * step._gram(y)
+            expected = step.gamma**2 * np.eye(2) + step.scale * kernel.gram(state, y, rng, tune)
             np.testing.assert_allclose(L @ L.T, expected, rtol=1e-10, atol=1e-12)
             seen.add(step.gamma)
         return key, entry
 
-    step._cached_proposal = checked
+    kernel.cached_proposal = checked
     point = gauss.initial_point()
     for _ in range(400):
         point, _ = step.step(point)
@@ -91,7 +92,7 @@ def test_gamma_steps_down_when_the_adaptive_scale_is_at_its_floor(gauss, cls):
         point, _ = step.step(point)
     # unit test of the step-down rule: it puts the scale on its floor, where only long
     # tuning runs take it (a new adaptation state when the warm-up ends)
-    a = step._adapt
+    a = step.adaptation_state
     assert a.gammas.done
     a.gammas.index = 1  # the wide candidate in use
     for _ in range(5):

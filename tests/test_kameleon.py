@@ -7,20 +7,27 @@ import pytest
 from checks import (
     BANANA_CHAINS,
     BANANA_MIN_PASSING,
-    DropHastingsCorrection,
     banana_groups_passing,
     sample,
     tempered,
 )
 
 from pymc_kameleon import KameleonStep
+from pymc_kameleon.adaptation.local_gaussian import KameleonAdaptation
 from pymc_kameleon.math.kamh import kamh_proposal
 from pymc_kameleon.models import banana_model
-from pymc_kameleon.steps.base import ChainState
 
 
-class NoHastingsCorrection(DropHastingsCorrection, KameleonStep):
+class NoHastingsKernel(KameleonAdaptation):
     """Deliberately broken: treats the (asymmetric) proposal as symmetric."""
+
+    def propose(self, state, y, rng, tune):
+        x_new, _ = super().propose(state, y, rng, tune)
+        return x_new, 0.0
+
+
+#: Deliberately broken: KAMH without its Hastings correction.
+NoHastingsCorrection = partial(KameleonStep, adaptation_class=NoHastingsKernel)
 
 
 #: Deliberately broken: samples the target to the power 0.7.
@@ -75,15 +82,14 @@ def test_proposal_and_mh_correction_match_the_formulas(gauss):
     point = gauss.initial_point()
     for _ in range(400):
         point, _ = step.step(point)
-    a = step._adapt  # the MH correction of _propose, rebuilt from its subsample and bandwidth
+    a = step.adaptation_state  # the MH correction, rebuilt from its subsample and bandwidth
     y = point["x"].astype(float)
-    proposal, _ = step._propose(ChainState(y, 0.0))
-    x_new = proposal.position
+    x_new, log_correction = step.adaptation.propose(a, y, step.rng, step.tune)
     fwd = kamh_proposal(y, a.Zt.T, a.bandwidth, step.gamma, step.scale)
     rev = kamh_proposal(x_new, a.Zt.T, a.bandwidth, step.gamma, step.scale)
-    assert proposal.log_correction == pytest.approx(rev.logpdf(y) - fwd.logpdf(x_new), abs=1e-9)
+    assert log_correction == pytest.approx(rev.logpdf(y) - fwd.logpdf(x_new), abs=1e-9)
     # the reverse covariance really is built at x*: the correction is not zero
-    assert abs(proposal.log_correction) > 1e-6
+    assert abs(log_correction) > 1e-6
 
 
 def test_user_nu2_is_the_initial_scale_and_fixed_means_fixed(gauss):
@@ -105,13 +111,13 @@ def test_a_refresh_on_one_repeated_point_builds_no_kernel(gauss, bandwidth):
     distinct points are enough for either."""
     with gauss:
         step = KameleonStep(rng=0, bandwidth=bandwidth)
-    a = step._adapt  # unit test of the refresh rule, fed a history of one repeated point
+    kernel, a = step.adaptation, step.adaptation_state  # the refresh rule, fed one point
     for _ in range(5):
-        a.reservoir.add(np.array([0.5, -1.0]), step.rng)
-    step._refresh()
+        kernel.record(a, np.array([0.5, -1.0]), 0.0, step.rng)
+    kernel.refresh(a, step.rng)
     assert not a.active and a.Zt is None
-    a.reservoir.add(np.array([0.5, -0.5]), step.rng)
-    step._refresh()
+    kernel.record(a, np.array([0.5, -0.5]), 0.0, step.rng)
+    kernel.refresh(a, step.rng)
     assert a.active and a.Zt.shape == (2, 6)
     assert a.bandwidth == (bandwidth or 0.5)  # the one distance between distinct points
 
@@ -125,7 +131,7 @@ def test_tail_weight_fills_the_history_with_rarely_visited_points(gauss):
         with gauss:
             step = make()
         sample(gauss, lambda: step, draws=1, tune=1300, chains=1, seed=4)
-        Z = step._adapt.reservoir.points
+        Z = step.adaptation_state.reservoir.points
         return float(np.mean(np.sum(Z**2, axis=1))), len(Z)
 
     uniform, n = history_norm(0.0)

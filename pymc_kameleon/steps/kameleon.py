@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..math.compiled import kamh_gram_t
-from ..math.kamh import natural_nu2_scale
-from ..math.kernels import distinct_rows, median_heuristic
-from ..math.online import Reservoir, WeightedReservoir
-from ..validation import check_integral
-from .local_gaussian import LocalGaussianAdaptState, LocalGaussianStep
+from ..adaptation.local_gaussian import KameleonAdaptation, KameleonAdaptState
+from .local_gaussian import LocalGaussianStep
 
-__all__ = ["KameleonStep"]
-
-# distinct subsample points the median heuristic uses: its pairwise distances cost O(n^2)
-# at every refresh (every 100 tuning iterations); timing in docs/changelog.md
-_BANDWIDTH_POINTS = 500
-
-
-@dataclass
-class KameleonAdaptState(LocalGaussianAdaptState):
-    reservoir: Reservoir | WeightedReservoir | None = None
-    Zt: np.ndarray | None = None  # the subsample in use, transposed (d, n), C-contiguous:
-    # the layout of the compiled Gram
+__all__ = ["KameleonAdaptState", "KameleonStep"]
 
 
 class KameleonStep(LocalGaussianStep):
@@ -78,6 +61,8 @@ class KameleonStep(LocalGaussianStep):
         ``beta >= 0``: the history subsample keeps each tuning position with weight
         ``p(x)^-beta`` instead of uniformly, so that rarely visited regions (a funnel's
         neck, a curved tail) hold more of its points; ``beta = 1`` spreads them evenly.
+    adaptation_class : type, default KameleonAdaptation
+        The kernel built from the parameters above (a subclass changes a rule).
     n_steps, warmup_draws, laplace, on_error
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
         (default ``max(5, d)``), warm-up length, Laplace start, what an exception raised by the
@@ -105,53 +90,15 @@ class KameleonStep(LocalGaussianStep):
         nu2: float | None = None,
         subsample_schedule: GeometricSchedule | None = None,
         tail_weight: float = 0.0,
+        adaptation_class: type[KameleonAdaptation] = KameleonAdaptation,
         **kwargs,
     ):
         # gamma, bandwidth, target_accept, adapt_scale, adapt_exponent: LocalGaussianStep
-        self.n_history = check_integral("n_history", n_history, minimum=2)
-        self.tail_weight = float(tail_weight)
-        if isinstance(tail_weight, bool) or not (np.isfinite(self.tail_weight)
-                                                 and self.tail_weight >= 0.0):
-            raise ValueError(f"tail_weight must be a finite number >= 0, got {tail_weight!r}")
         super().__init__(
-            vars,
-            scale=nu2,
-            schedule=subsample_schedule or GeometricSchedule(first=50, ratio=1.5, max_gap=100),
-            **kwargs,
-        )
+            vars, adaptation_class=adaptation_class,
+            kernel_kwargs=dict(n_history=n_history, nu2=nu2, tail_weight=tail_weight,
+                               subsample_schedule=subsample_schedule),
+            **kwargs)
 
-    def _new_adapt_state(self) -> KameleonAdaptState:
-        kind = WeightedReservoir if self.tail_weight else Reservoir
-        return KameleonAdaptState(next_refresh=self.schedule.first,
-                                  reservoir=kind(self.n_history, self.dim))
-
-    def _extra_stats(self) -> dict:
-        Zt = self._adapt.Zt
-        return {"n_history": 0 if Zt is None else Zt.shape[1]}
-
-    # ------------------------------------------------------------------ history
-    def _record(self, x: np.ndarray, logp: float) -> None:
-        if self.tail_weight:
-            self._adapt.reservoir.add(x, -self.tail_weight * logp, self.rng)
-        else:
-            self._adapt.reservoir.add(x, self.rng)
-
-    def _refresh(self) -> None:
-        a = self._adapt
-        Z = a.reservoir.points
-        s = self.fixed_bandwidth or median_heuristic(Z, max_points=_BANDWIDTH_POINTS)
-        # a positive median heuristic has seen two distinct points; a fixed bandwidth has not
-        if s <= 0 or (self.fixed_bandwidth and len(distinct_rows(Z)) < 2):
-            return  # degenerate history: stay a random walk until it spreads out
-        a.Zt = np.ascontiguousarray(Z.T)
-        a.bandwidth = s
-        self._activate()
-
-    def _natural_scale(self) -> float:
-        a = self._adapt
-        return natural_nu2_scale(a.bandwidth, a.Zt.shape[1])
-
-    def _gram(self, y: np.ndarray) -> np.ndarray:
-        a = self._adapt
-        return kamh_gram_t(y, a.Zt, a.bandwidth)
-
+    n_history = property(lambda self: self.adaptation.n_history)
+    tail_weight = property(lambda self: self.adaptation.tail_weight)
