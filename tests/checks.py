@@ -34,7 +34,6 @@ from pymc_kameleon import (
 )
 from pymc_kameleon.compat import ARVIZ_VERSION, group_dataset, max_rhat
 from pymc_kameleon.models.targets import banana_coverage_error
-from pymc_kameleon.steps.base import Proposal
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
@@ -81,16 +80,6 @@ def tempered(logp):
     the power 0.7 (on a Gaussian every variance 1/0.7 times the truth) while claiming the
     target itself."""
     return lambda x: 0.7 * logp(x)
-
-
-class DropHastingsCorrection:
-    """Mixin for deliberately broken variants: treats the (asymmetric) proposal as
-    symmetric by zeroing the log correction ``log q(y|x*) - log q(x*|y)`` (it wraps the
-    samplers' internal hook ``_propose``: the break has to be made inside)."""
-
-    def _propose(self, state):
-        proposal, stats = super()._propose(state)
-        return Proposal(proposal.position, 0.0), stats
 
 
 def sample(model, step_factory, *, draws, tune, chains=2, cores=1, seed=0, **kwargs):
