@@ -307,9 +307,10 @@ def test_state_without_a_later_field_restores_its_default():
     """A state saved before a field was added (F-KAMH's ``factor_rank``) restores with the
     field's default; a missing field without a default is a clear error, not an
     AttributeError at the first stats."""
-    from pymc_kameleon.steps.fast_kameleon import FastKameleonAdaptState
+    from pymc_kameleon.adaptation.local_gaussian import FastKameleonAdaptState
 
-    state = to_state(FastKameleonAdaptState(factor_rank=7, t=3))
+    state = to_state(FastKameleonAdaptState(gammas=None, zero_gram=np.zeros((2, 2)),
+                                            factor_rank=7, t=3))
     del state.values["factor_rank"], state.values["cache"]  # a default and a default_factory
     back = from_state(state)
     assert back.factor_rank == 0 and back.cache == {} and back.t == 3
