@@ -11,6 +11,8 @@
   drive it to zero.
 * :class:`KernelHMCAdaptation`: kernel HMC's kernel, its surrogates and their adaptation
   (:mod:`.kernel_hmc`).
+* :class:`KameleonAdaptation`, :class:`FastKameleonAdaptation`: the local-Gaussian kernels
+  of KAMH and F-KAMH and their adaptation (:mod:`.local_gaussian`).
 
 The warm-up shared by every step is the kernel of :mod:`.warmup_kernel` (init / propose /
 update / final on one chain's state); its numerics live in :mod:`.warmup` (whitening map,
@@ -21,10 +23,12 @@ All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 
 from .kernel_hmc import KernelHMCAdaptation
+from .local_gaussian import FastKameleonAdaptation, KameleonAdaptation
 from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
 from .selection import TrialSelection
 from .step_size import AnchoredStepSize
 
-__all__ = ["AnchoredStepSize", "GeometricSchedule", "KernelHMCAdaptation", "RobbinsMonro",
-           "TrialSelection", "check_robbins_monro", "log_scale_step"]
+__all__ = ["AnchoredStepSize", "FastKameleonAdaptation", "GeometricSchedule",
+           "KameleonAdaptation", "KernelHMCAdaptation", "RobbinsMonro", "TrialSelection",
+           "check_robbins_monro", "log_scale_step"]
