@@ -14,32 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from ..adaptation.kernel import ChainState, Proposal
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupState
 from ..adaptation.work import WorkPerDraw
 
 __all__ = ["ChainRecord", "ChainState", "Proposal", "StepInfo", "fill_stats"]
-
-
-@dataclass
-class ChainState:
-    """Where the chain is, in the sampler's (whitened) coordinates, and its stored value."""
-
-    position: np.ndarray
-    logp: float
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A proposed position and the log correction of the acceptance ratio.
-
-    ``log_correction`` is ``log q(x | x*) - log q(x* | x)`` for a Metropolis-Hastings
-    proposal, or ``K(p) - K(p*)`` for a Hamiltonian one; the step accepts with probability
-    ``min(1, exp(logp(x*) - logp(x) + log_correction))``.
-    """
-
-    position: np.ndarray
-    log_correction: float
 
 
 @dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
