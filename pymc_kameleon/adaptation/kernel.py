@@ -111,6 +111,9 @@ class Metropolis(Protocol):
         """One evaluation at the proposal and the full ratio (none if it is non-finite or
         its correction is ``-inf``)."""
 
+    def to_x(self, position: np.ndarray) -> np.ndarray:
+        """The model-space point of a whitened ``position`` (no evaluation)."""
+
     def evaluate(self, position: np.ndarray) -> tuple[ChainState, np.ndarray]:
         """One evaluation: the state at ``position`` and its model-space point."""
 
