@@ -15,7 +15,7 @@ import pytest
 from checks import moment_zscores, noisy_model, sample
 from scipy import stats
 
-import pymc_kameleon.steps.random_walk as random_walk_module
+import pymc_kameleon.adaptation.warmup_kernel as walk_module
 from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.math.delayed_rejection import (
     gaussian_log_density,
@@ -204,7 +204,7 @@ def test_delayed_rejection_moments(broken, monkeypatch):
     these scales, on a 121-point grid) fails the same criterion.  The plain ratio
     ``pi(y2) / pi(x)`` is off too little for this design: the grid test is its control."""
     if broken is not None:
-        monkeypatch.setattr(random_walk_module, "second_stage_log_ratio", broken)
+        monkeypatch.setattr(walk_module, "second_stage_log_ratio", broken)
     idata = sample(_standard_normal(), _wide_dr_step, draws=DR_DRAWS, tune=200,
                    chains=DR_CHAINS, seed=0)
     passing = _dr_chains_passing(idata)
@@ -264,7 +264,7 @@ def test_noisy_estimator_keeps_stored_value(monkeypatch):
         seen.append(logp_x)
         return second_stage_log_ratio(logp_x, logp_y1, logp_y2, *args, **kwargs)
 
-    monkeypatch.setattr(random_walk_module, "second_stage_log_ratio", recording)
+    monkeypatch.setattr(walk_module, "second_stage_log_ratio", recording)
     idata = sample(noisy_model(0.5),
                    lambda: RandomWalkStep(delayed_rejection=0.2, logp_wrapper=counting),
                    draws=200, tune=200, chains=1, seed=1)

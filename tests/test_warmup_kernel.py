@@ -47,11 +47,11 @@ def _fed_kernel(to_the_end=False, length=20, seed=0):
         for _ in range(20):
             x = rng.multivariate_normal([1.0, -1.0], COV)
             moved = bool(rng.random() < 0.5)
-            kernel.update(state, x, 0.3, moved)
+            kernel.record(state, x, 0.3, moved)
             window.append(x)
             moves += moved
         before = (np.array(window), moves, state.precond.cov)
-        infos[draw] = kernel.update_draw(state, x, draw, length, accepts=[0.3] * 20), before
+        infos[draw] = kernel.update_draw_at(state, x, draw, length, accepts=[0.3] * 20), before
         if infos[draw][0].new_window:
             window, moves = [], 0
     return kernel, state, infos
@@ -98,7 +98,7 @@ def test_to_the_end_keeps_doubling_windows_and_never_hands_over():
     kernel, state, _ = _fed_kernel(to_the_end=True, length=10)
     x = np.zeros(2)
     news = [d for d in range(11, 45)
-            if kernel.update_draw(state, x, d, 10, accepts=[0.3]).new_window]
+            if kernel.update_draw_at(state, x, d, 10, accepts=[0.3]).new_window]
     assert news == [20, 40]
 
 
@@ -172,11 +172,11 @@ def _drive(kernel, state, draws, length, tune, position, logp=None, seed=0, unti
     for draw in range(1, draws + 1):
         by_draw[draw] = [position(draw, rng) for _ in range(5)]
         for x in by_draw[draw]:
-            kernel.update(state, x, 0.3, True)
+            kernel.record(state, x, 0.3, True)
         rw = copy.deepcopy(state.rw)
         rw.update(0.3, target=state.noise.target(rw.target))
         before = (state.precond.cov.copy(), rw.value)
-        info = kernel.update_draw(state, x, draw, length, accepts=[0.3] * 5, tune=tune,
+        info = kernel.update_draw_at(state, x, draw, length, accepts=[0.3] * 5, tune=tune,
                                   logp=None if logp is None else logp(draw))
         if info.new_window:
             closes[draw] = (state.precond.mean.copy(), state.precond.cov.copy(), before,

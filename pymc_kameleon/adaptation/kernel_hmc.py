@@ -39,6 +39,15 @@ from ..math.online import Reservoir
 from ..math.rff import RandomFourierFeatures
 from ..math.score_matching import FiniteScoreEstimator, LiteScoreEstimator, cross_validate
 from ..validation import check_integral
+from .kernel import (
+    ChainState,
+    DrawContext,
+    DrawInfo,
+    Iteration,
+    Metropolis,
+    Proposal,
+    default_n_steps,
+)
 from .robbins_monro import check_robbins_monro
 from .schedule import GeometricSchedule
 from .step_size import AnchoredStepSize
@@ -141,6 +150,8 @@ class KernelHMCAdaptState:
     surrogate_accept: float | None = None  # last proposal's acceptance on the surrogate
     last_jump: float = 0.0  # |q* - q|^2 of the last proposal
     by_candidate: bool = False  # whether the trial's surrogate made the last proposal
+    n_leapfrog: int = 0  # of the last proposal (a stat)
+    n_diverged: int = 0  # trajectories of the current draw rejected unevaluated (a stat)
 
     @property
     def dim(self) -> int:
@@ -289,6 +300,22 @@ class KernelHMCAdaptation:
             return noise.target(k.scaler.target)
         return noise.scaled(k.scaler.target)
 
+    def stats(self, state: KernelHMCAdaptState, tune: bool) -> dict[str, float | int]:
+        """The draw's stats: :meth:`tuning_stats`, the last proposal's leapfrog steps and
+        the draw's diverged trajectories."""
+        n, state.n_diverged = state.n_diverged, 0
+        return {"n_leapfrog": state.n_leapfrog, "n_diverged": n, **self.tuning_stats(state)}
+
+    @staticmethod
+    def n_steps(state: KernelHMCAdaptState, dim: int, tune: bool) -> int:
+        """Iterations per draw: ``ceil(sqrt(d))`` (a trajectory moves further per
+        evaluation, and a trial's step size needs many updates), after tuning without a
+        surrogate the random walk's ``max(5, d)`` (docs/algorithms/kernel_hmc.md,
+        "Iterations per draw")."""
+        if not tune and state.current.estimator is None:
+            return default_n_steps(dim)
+        return max(1, int(np.ceil(np.sqrt(dim))))
+
     def tuning_stats(self, state: KernelHMCAdaptState) -> dict[str, float | int]:
         """The stats of the surrogate in use (constant within a draw)."""
         k = state.current
@@ -301,7 +328,8 @@ class KernelHMCAdaptation:
         }
 
     # ------------------------------------------------------------------ kernel
-    def init(self, dim: int, walk_scale: float) -> KernelHMCAdaptState:
+    def init(self, dim: int, walk_scale: float,
+             kernel_draws: int | None = None) -> KernelHMCAdaptState:
         """A fresh kernel phase in ``dim`` dimensions: the random walk with step size
         ``step_size``, its band anchored at ``walk_scale`` (the warm-up's optimal scale),
         an empty history."""
@@ -363,10 +391,19 @@ class KernelHMCAdaptation:
         return hamiltonian_accept_prob(k.estimator.log_density, q0, p0,
                                        np.asarray(q1, dtype=float), p1)
 
-    def update(self, state: KernelHMCAdaptState, x: np.ndarray, accept_prob: float,
+    def step(self, state: KernelHMCAdaptState, chain: ChainState, mh: Metropolis,
+             tune: bool) -> Iteration:
+        """One iteration with :meth:`propose` (a diverged trajectory is not evaluated)."""
+        p = self.propose(state, np.asarray(chain.position, dtype=float), mh.rng, tune)
+        state.n_diverged += p.diverged
+        state.n_leapfrog = p.n_leapfrog
+        return mh.step(chain, Proposal(p.position, p.log_correction))
+
+    def update(self, state: KernelHMCAdaptState, it: Iteration, x: np.ndarray,
                rng: np.random.Generator) -> None:
         """Record one tuning iteration: the proposer's jump and acceptance, the chain's
-        whitened position ``x`` after the decision in the history."""
+        whitened position after the decision in the history."""
+        accept_prob, x = it.accept_prob, it.state.position
         state.t += 1
         _, tally = state.proposer()
         tally.n += 1
@@ -382,13 +419,13 @@ class KernelHMCAdaptation:
             if len(state.pending) >= _FINITE_BATCH:
                 self._flush_pending(state)
 
-    def update_draw(self, state: KernelHMCAdaptState, rng: np.random.Generator,
-                    noise: NoiseCeiling, remaining: int | None = None) -> None:
+    def update_draw(self, state: KernelHMCAdaptState, ctx: DrawContext) -> DrawInfo:
         """At a tuning draw boundary: update the step sizes on the last draw's acceptances
-        (targets lowered by ``noise``), settle a trial or review the surrogate in use, and
-        refit when the schedule says so -- unless ``remaining``, the tuning iterations left
-        (None: unknown), are too few to check the refit."""
-        self._update_step_sizes(state, noise)
+        (targets lowered by the noise ceiling), settle a trial or review the surrogate in
+        use, and refit when the schedule says so -- unless the tuning iterations left are
+        too few to check the refit."""
+        rng, remaining = ctx.rng, ctx.iterations_left
+        self._update_step_sizes(state, ctx.noise)
         self._judge(state)
         # a refit waits until the one on trial is settled; the candidate proposes every
         # other iteration, warm-up and checked iterations
@@ -401,8 +438,10 @@ class KernelHMCAdaptation:
             if tune_hyper:
                 state.next_cv = 2 * state.t
             state.next_fit = self.schedule.next_after(state.t)
+        return DrawInfo(False, False)
 
-    def final(self, state: KernelHMCAdaptState) -> Surrogate:
+    def final(self, state: KernelHMCAdaptState,
+              rng: np.random.Generator | None = None) -> Surrogate:
         """End tuning: a refit still on trial is dropped (it was not checked against the
         target) and so are points not yet learned; return the surrogate kept, the one the
         last tuning draw reported."""

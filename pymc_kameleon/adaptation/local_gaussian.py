@@ -57,6 +57,15 @@ from ..math.linalg import MultivariateNormal, lowrank_root, refine_lowrank_root,
 from ..math.online import OnlineMeanCov, Reservoir, WeightedReservoir
 from ..math.rff import RandomFourierFeatures
 from ..validation import check_integral
+from .kernel import (
+    ChainState,
+    DrawContext,
+    DrawInfo,
+    Iteration,
+    Metropolis,
+    Proposal,
+    default_n_steps,
+)
 from .robbins_monro import RobbinsMonro, check_robbins_monro
 from .schedule import GeometricSchedule
 from .selection import TrialSelection
@@ -68,6 +77,8 @@ __all__ = ["GAMMA_GRID", "FastKameleonAdaptState", "FastKameleonAdaptation",
 #: Default ``gamma`` candidates, in units of the random-walk scale ``2.38 / sqrt(d)``.
 GAMMA_GRID = (0.1, 0.3, 1.0)
 GAMMA_ROUNDS = 3  # trial rounds (the first is not scored)
+_GAMMA_SHARE = 0.25  # of the kernel's tuning draws spent on the gamma trials
+_KERNEL_DRAWS = 500  # the kernel's tuning draws when the step is not told (pm.sample defaults)
 
 # distinct subsample points the median heuristic of KAMH uses: its pairwise distances cost
 # O(n^2) at every refresh (every 100 tuning iterations); timing in docs/changelog.md
@@ -205,10 +216,14 @@ class LocalGaussianAdaptation(ABC):
             return self.gamma_given
         return tuple(c * walk_scale for c in GAMMA_GRID)
 
-    def init(self, dim: int, walk_scale: float, block: int) -> LocalGaussianAdaptState:
-        """A fresh state; ``block``: tuning draws per gamma candidate and trial round."""
-        gammas = TrialSelection(self.gamma_candidates(walk_scale), block=block,
-                                rounds=GAMMA_ROUNDS)
+    def init(self, dim: int, walk_scale: float,
+             kernel_draws: int | None = None) -> LocalGaussianAdaptState:
+        """A fresh state; the gamma trials take a quarter of the kernel's ``kernel_draws``
+        tuning draws (500 when not known)."""
+        candidates = self.gamma_candidates(walk_scale)
+        kernel = _KERNEL_DRAWS if kernel_draws is None else kernel_draws
+        block = max(1, int(_GAMMA_SHARE * kernel / (len(candidates) * GAMMA_ROUNDS)))
+        gammas = TrialSelection(candidates, block=block, rounds=GAMMA_ROUNDS)
         return self.new_state(dim, gammas)
 
     # ------------------------------------------------------------------ subclass parts
@@ -344,6 +359,21 @@ class LocalGaussianAdaptation(ABC):
             a.last_jump = move * move
         return x_new, log_correction
 
+    def step(self, state: LocalGaussianAdaptState, chain: ChainState, mh: Metropolis,
+             tune: bool) -> Iteration:
+        """One Metropolis-Hastings iteration with :meth:`propose`."""
+        x, log_correction = self.propose(state, chain.position, mh.rng, tune)
+        return mh.step(chain, Proposal(x, log_correction))
+
+    @staticmethod
+    def n_steps(state: LocalGaussianAdaptState, dim: int, tune: bool) -> int:
+        """Iterations per draw: ``max(5, d)``."""
+        return default_n_steps(dim)
+
+    def stats(self, state: LocalGaussianAdaptState, tune: bool) -> dict[str, Any]:
+        """The tuned values a draw reports (:meth:`tuning_stats`)."""
+        return self.tuning_stats(state, tune)
+
     def tuning_stats(self, state: LocalGaussianAdaptState, tune: bool) -> dict[str, Any]:
         """The tuned values a draw reports."""
         return {
@@ -354,20 +384,22 @@ class LocalGaussianAdaptation(ABC):
         }
 
     # ------------------------------------------------------------------ adaptation
-    def update(self, state: LocalGaussianAdaptState, x: np.ndarray, logp: float,
-               accept_prob: float, rng: np.random.Generator) -> None:
-        """After a tuning iteration ending at ``x`` (log density ``logp``)."""
+    def update(self, state: LocalGaussianAdaptState, it: Iteration, x: np.ndarray,
+               rng: np.random.Generator) -> None:
+        """After a tuning iteration: its acceptance and jump for the gamma trials, the
+        chain's whitened position and log density for the history."""
         a = state
         a.t += 1
-        a.gammas.record(accept_prob, a.last_jump)
+        a.gammas.record(it.accept_prob, a.last_jump)
         a.last_jump = 0.0  # an outright rejection (no move proposed) jumps nowhere
-        self.record(a, x, logp, rng)
+        self.record(a, it.state.position, it.state.logp, rng)
 
-    def update_draw(self, state: LocalGaussianAdaptState, mean_accept: float, target: float,
-                    rng: np.random.Generator) -> None:
-        """At a tuning draw boundary, after a draw of mean acceptance ``mean_accept``;
-        ``target``: the acceptance target in force (lowered under estimator noise)."""
-        a = state
+    def update_draw(self, state: LocalGaussianAdaptState, ctx: DrawContext) -> DrawInfo:
+        """At a tuning draw boundary: the scale toward the acceptance target (lowered under
+        estimator noise), the gamma trials, and the history's refresh on its schedule."""
+        a, rng = state, ctx.rng
+        mean_accept = float(np.mean(ctx.accepts)) if ctx.accepts else float("nan")
+        target = ctx.noise.target(self.target_accept)
         if self.adapt_scale and a.active and np.isfinite(mean_accept):
             # the scale of the candidate that ran the last draw
             scaler = a.scalers[a.gammas.index]
@@ -380,8 +412,10 @@ class LocalGaussianAdaptation(ABC):
         if a.t >= a.next_refresh:
             self.refresh(a, rng)
             a.next_refresh = self.schedule.next_after(a.t)
+        return DrawInfo(False, False)
 
-    def final(self, state: LocalGaussianAdaptState, rng: np.random.Generator) -> None:
+    def final(self, state: LocalGaussianAdaptState,
+              rng: np.random.Generator | None = None) -> None:
         """Freeze the kernel when tuning ends."""
         # trials cut short by the end of tuning (PyMC 5 does not tell the step how long
         # tuning is): the candidate in use, the one the last tuning draw reported

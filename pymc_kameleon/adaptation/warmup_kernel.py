@@ -16,13 +16,17 @@ ratio is 0), and adapts while PyMC tunes:
 * with a noisy log density, one iteration in ``PROBE_EVERY`` proposes the current point
   again, to measure that ceiling.
 
-The interface follows BlackJAX's window adaptation: a frozen configuration
-(:class:`WarmupKernel`) whose small functions act on one chain's :class:`WarmupState` --
-:meth:`~WarmupKernel.init`, :meth:`~WarmupKernel.propose`, :meth:`~WarmupKernel.update`
-after each Metropolis-Hastings decision, :meth:`~WarmupKernel.update_draw` at each draw
-boundary (its :class:`WarmupInfo` says when a window closed and when the warm-up is over)
-and :meth:`~WarmupKernel.final`.  The kernel knows nothing of PyMC or of the sampler that
-takes over; the step base (:mod:`pymc_kameleon.steps.base`) runs propose -> MH -> update.
+As :class:`~pymc_kameleon.RandomWalkStep`'s sampler it may also mix in a smaller scale or
+add a delayed-rejection second stage (``docs/algorithms/random_walk.md``).
+
+It follows the kernel protocol of :mod:`.kernel` (BlackJAX's window adaptation is the
+model): a frozen configuration (:class:`WarmupKernel`) whose small functions act on one
+chain's :class:`WarmupState` -- :meth:`~WarmupKernel.init`, :meth:`~WarmupKernel.step`
+(propose, then the step's Metropolis-Hastings decision), :meth:`~WarmupKernel.update` after
+each tuning iteration, :meth:`~WarmupKernel.update_draw` at each draw boundary (its
+:class:`WarmupInfo` says when a window closed and when the warm-up is over) and
+:meth:`~WarmupKernel.final`.  The kernel knows nothing of PyMC or of the sampler that takes
+over.
 
 References
 ----------
@@ -37,10 +41,19 @@ The windows and their shrinkage: see :mod:`.warmup`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
+from ..math.delayed_rejection import gaussian_log_density, second_stage_log_ratio
+from .kernel import (
+    ChainState,
+    DrawContext,
+    DrawInfo,
+    Iteration,
+    Metropolis,
+    Proposal,
+    default_n_steps,
+)
 from .robbins_monro import RobbinsMonro
 from .warmup import (
     CLIMB_STARTS,
@@ -82,13 +95,14 @@ class WarmupState:
     # after each of its draws, to drop the climb from the initial point
     climb: list = field(default_factory=list)
     logps: list = field(default_factory=list)
+    noisy: bool = False  # a likelihood estimator: probe the noise while tuning
+    iteration: int = 0  # tuning iterations done
+    dr_counts: list = field(default_factory=lambda: [0, 0])  # second stages, accepted (draw)
 
 
-class WarmupInfo(NamedTuple):
-    """What :meth:`WarmupKernel.update_draw` did."""
-
-    new_window: bool  # a window closed: the map changed
-    done: bool  # the warm-up is over: the sampler takes over from this draw
+#: What :meth:`WarmupKernel.update_draw` did: a window closed (the map changed), the warm-up
+#: is over (the sampler takes over from this draw).
+WarmupInfo = DrawInfo
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,13 @@ class WarmupKernel:
         Adapt for the whole tuning phase and never hand over (the random-walk step): windows
         :func:`.tuning_window_ends`; otherwise the warm-up is over at the end of its last
         window.
+    delayed_rejection : float, optional
+        Factor in ``(0, 1)`` of a second, smaller proposal after a rejection (Tierney-Mira).
+    scale_mixture : tuple of float, optional
+        ``(p, f)``: with probability ``p`` propose with the scale ``f scale`` (no adaptation
+        on those iterations).
+    tuning_min_steps : int
+        Fewest iterations per draw while tuning (after tuning: 5).
 
     Examples
     --------
@@ -126,7 +147,7 @@ class WarmupKernel:
     >>> logp = lambda x: -0.125 * x @ x
     >>> accepts = []
     >>> for draw in range(41):
-    ...     info = kernel.update_draw(state, x, draw, length=40, accepts=accepts)
+    ...     info = kernel.update_draw_at(state, x, draw, length=40, accepts=accepts)
     ...     accepts = []
     ...     for _ in range(20):
     ...         x_new = state.precond.to_x(kernel.propose(state, state.precond.to_u(x), rng))
@@ -134,7 +155,7 @@ class WarmupKernel:
     ...         moved = rng.random() < a
     ...         x = x_new if moved else x
     ...         accepts.append(a)
-    ...         kernel.update(state, x, a, moved)
+    ...         kernel.record(state, x, a, moved)
     >>> info.done, bool(1.0 < np.sqrt(np.diag(state.precond.cov)).mean() < 4.0)
     (True, True)
     """
@@ -146,6 +167,9 @@ class WarmupKernel:
     scale: float | None = None
     cov: np.ndarray | None = None
     to_the_end: bool = False
+    delayed_rejection: float | None = None
+    scale_mixture: tuple[float, float] | None = None
+    tuning_min_steps: int = 5
 
     @property
     def scale0(self) -> float:
@@ -186,10 +210,11 @@ class WarmupKernel:
             return u.copy()
         return u + (factor * state.rw.value) * rng.standard_normal(self.dim)
 
-    def update(self, state: WarmupState, x: np.ndarray, accept_prob: float, moved: bool,
+    def record(self, state: WarmupState, x: np.ndarray, accept_prob: float, moved: bool,
                probe: bool = False) -> None:
         """Record one tuning iteration: the chain's position ``x`` (model coordinates) after
         the decision, in the window; a probe's acceptance in the noise ceiling."""
+        state.iteration += 1
         if probe:
             state.noise.add(accept_prob)
         if state.window is not None:
@@ -206,9 +231,9 @@ class WarmupKernel:
             return window_ends(length)
         return tuning_window_ends(length, tune, upto=draw)
 
-    def update_draw(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
-                    accepts: list | None = None, tune: int | None = None,
-                    logp: float | None = None) -> WarmupInfo:
+    def update_draw_at(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
+                       accepts: list | None = None, tune: int | None = None,
+                       logp: float | None = None) -> WarmupInfo:
         """At the start of tuning draw ``draw + 1`` (``draw`` done, ``length`` in the
         warm-up, ``tune`` in tuning if known): the scale from the last draw's acceptance
         probabilities ``accepts`` (probes excluded), and at a window's end a new map from
@@ -280,8 +305,64 @@ class WarmupKernel:
         state.rw = RobbinsMonro(state.rw.value if keep_scale else s0, state.rw.target,
                                 state.rw.exponent, lower=0.02 * s0, upper=20 * s0)
 
-    def final(self, state: WarmupState) -> AffineMap:
+    def final(self, state: WarmupState, rng: np.random.Generator | None = None) -> AffineMap:
         """End the warm-up: nothing more is learned (the open window is dropped); return
         the map the chain keeps (the scale stays in ``state.rw``)."""
         state.window = None
         return state.precond
+
+    # ------------------------------------------------------------------ the kernel protocol
+    def step(self, state: WarmupState, chain: ChainState, mh: Metropolis,
+             tune: bool) -> Iteration:
+        """One iteration: a probe while tuning a noisy chain (:meth:`probe`), else the walk,
+        with the scale mixture or the delayed-rejection second stage if configured."""
+        probe = tune and self.probe(state.iteration, state.noisy)
+        if probe or (self.delayed_rejection is None and self.scale_mixture is None):
+            return mh.step(chain, Proposal(self.propose(state, chain.position, mh.rng, probe),
+                                           0.0), not probe, probe)
+        if self.scale_mixture is not None:
+            prob, factor = self.scale_mixture
+            small = mh.rng.random() < prob
+            position = self.propose(state, chain.position, mh.rng,
+                                    factor=factor if small else 1.0)
+            return mh.step(chain, Proposal(position, 0.0), not small)  # adapts at full size
+        return self._delayed_rejection(state, chain, mh)
+
+    def _delayed_rejection(self, state: WarmupState, chain: ChainState,
+                           mh: Metropolis) -> Iteration:
+        """Two-stage delayed rejection from ``chain``; the first stage's acceptance
+        probability is returned (the scale adapts on it)."""
+        u, scale = chain.position, state.rw.value
+        first, x1 = mh.evaluate(self.propose(state, u, mh.rng))
+        new, accept_prob, moved = mh.decide(chain, first, x1, first.logp - chain.logp)
+        if moved or accept_prob >= 1.0:
+            return Iteration(new, accept_prob, moved, 1)
+        second, x2 = mh.evaluate(self.propose(state, u, mh.rng, factor=self.delayed_rejection))
+        log_r = second_stage_log_ratio(
+            chain.logp, first.logp, second.logp,
+            gaussian_log_density(second.position, first.position, scale),
+            gaussian_log_density(u, first.position, scale))
+        new, _, moved = mh.decide(chain, second, x2, log_r)
+        state.dr_counts[0] += 1
+        state.dr_counts[1] += moved
+        return Iteration(new, accept_prob, moved, 2)
+
+    def update(self, state: WarmupState, it: Iteration, x: np.ndarray,
+               rng: np.random.Generator | None = None) -> None:
+        """After a tuning iteration: :meth:`record` it."""
+        self.record(state, x, it.accept_prob, it.accepted, it.probe)
+
+    def update_draw(self, state: WarmupState, ctx: DrawContext) -> WarmupInfo:
+        """At a tuning draw boundary: :meth:`update_draw_at` with the context's values."""
+        return self.update_draw_at(state, ctx.x, ctx.draw, ctx.warmup_length, ctx.accepts,
+                                   ctx.tune, ctx.logp)
+
+    def n_steps(self, state: WarmupState | None, dim: int, tune: bool) -> int:
+        """Iterations per draw: ``max(tuning_min_steps, d)`` while tuning, else
+        ``max(5, d)``."""
+        return max(self.tuning_min_steps, dim) if tune else default_n_steps(dim)
+
+    def stats(self, state: WarmupState, tune: bool) -> dict:
+        """The scale and the draw's delayed-rejection second stages (proposed, accepted)."""
+        (proposed, accepted), state.dr_counts = state.dr_counts, [0, 0]
+        return {"scaling": state.rw.value, "dr_proposals": proposed, "dr_accepted": accepted}

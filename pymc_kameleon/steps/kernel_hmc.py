@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..adaptation.kernel_hmc import KernelHMCAdaptation, KernelHMCAdaptState, Surrogate
-from .base import BaseKernelStep, ChainState, Proposal
+from ..adaptation.kernel_hmc import KernelHMCAdaptation, Surrogate
+from .base import BaseKernelStep
 
 __all__ = ["KernelHMCStep", "Surrogate"]
 
@@ -86,7 +86,7 @@ class KernelHMCStep(BaseKernelStep):
         "surrogate": (np.int64, []),
         "n_diverged": (np.int64, []),
     }
-    _progress_columns = (("accept", "Accept"), ("step_size", "Step size"))
+    progress_columns = (("accept", "Accept"), ("step_size", "Step size"))
 
     def __init__(
         self,
@@ -111,15 +111,16 @@ class KernelHMCStep(BaseKernelStep):
         adaptation_class: type[KernelHMCAdaptation] = KernelHMCAdaptation,
         **kwargs,
     ):
-        self.adaptation = adaptation_class(
+        adaptation = adaptation_class(
             surrogate=surrogate, n_history=n_history, n_features=n_features,
             n_leapfrog=n_leapfrog, step_size=step_size, step_size_jitter=step_size_jitter,
             target_accept=target_accept, bandwidth=bandwidth, lam=lam, n_cv=n_cv,
             adapt_step_size=adapt_step_size, adapt_exponent=adapt_exponent,
             schedule=schedule, ard=ard, random_walk_fraction=random_walk_fraction,
             max_jump=max_jump)
-        self._n_diverged = 0  # trajectories of the current draw rejected unevaluated
-        super().__init__(vars, **kwargs)
+        # the warm-up's draws are discarded: max(2, d) iterations per draw, not max(5, d)
+        super().__init__(vars, adaptation=adaptation, warmup_options={"tuning_min_steps": 2},
+                         **kwargs)
 
     @property
     def max_jump(self) -> float:
@@ -127,71 +128,26 @@ class KernelHMCStep(BaseKernelStep):
         return self.adaptation.jump_bound(self.dim)
 
     @property
-    def adaptation_state(self) -> KernelHMCAdaptState:
-        """The current chain's kernel phase (surrogates, trial, history): the state
-        :attr:`adaptation` acts on."""
-        return self._adapt
-
-    @property
     def current_surrogate(self) -> Surrogate:
         """The surrogate in use (``estimator`` None while the step is the random walk): the
         one reported in the stats, and frozen by ``stop_tuning()``."""
-        return self._adapt.current
+        return self.adaptation_state.current
 
     @property
     def surrogate_on_trial(self) -> Surrogate | None:
         """A refit on trial against the surrogate in use while tuning, else None."""
-        trial = self._adapt.trial
+        trial = self.adaptation_state.trial
         return None if trial is None else trial.surrogate
 
-    # ------------------------------------------------------------------ the base's hooks
-    def _default_n_steps(self) -> int:
-        # Iterations per draw (docs/algorithms/kernel_hmc.md, "Iterations per draw"):
-        # max(2, d) in the warm-up, whose draws are discarded (the base's floor of 5 only
-        # adds evaluations there); ceil(sqrt(d)) in the kernel phase of tuning, random walk
-        # or not (a trajectory moves further per evaluation, and a trial's step size needs
-        # many updates); after tuning ceil(sqrt(d)) with a surrogate, else the random
-        # walk's count.  Constant after stop_tuning (surrogate frozen).
-        if self._warm.phase == "warmup":
-            return max(2, self.dim) if self.tune else super()._default_n_steps()
-        if not self.tune and self._adapt.current.estimator is None:
-            return super()._default_n_steps()
-        return max(1, int(np.ceil(np.sqrt(self.dim))))
-
-    def _initial_adapt_state(self) -> KernelHMCAdaptState:
-        return self.adaptation.init(self.dim, self._walk.scale0)
-
-    def _propose(self, state: ChainState) -> tuple[Proposal, dict[str, Any]]:
-        q0 = np.asarray(state.position, dtype=float)
-        p = self.adaptation.propose(self._adapt, q0, self.rng, self.tune)
-        self._n_diverged += p.diverged
-        return Proposal(p.position, p.log_correction), {"n_leapfrog": p.n_leapfrog}
-
-    def _fill_stats(self, info: dict[str, Any]) -> dict[str, Any]:
-        n, self._n_diverged = self._n_diverged, 0
-        return super()._fill_stats({**info, "n_diverged": n})
-
-    def _tuning_stats(self) -> dict[str, Any]:
-        return self.adaptation.tuning_stats(self._adapt)
-
-    def _adapt_step(self, new_state: ChainState, accept_prob: float) -> None:
-        self.adaptation.update(self._adapt, new_state.position, accept_prob, self.rng)
-
-    def _begin_tuning_draw(self, mean_accept: float) -> None:
-        # tuning iterations left, known with PyMC >= 6 (setup_chain)
-        remaining = ((self._chain_tune - self._warm.draw) * self.n_steps
-                     if self._chain_tune else None)
-        self.adaptation.update_draw(self._adapt, self.rng, self._warm.walk.noise, remaining)
-
-    def _on_stop_tuning(self) -> None:
-        # The frozen surrogate and step size are the ones in use, reported by the last
-        # tuning draw (a refit on trial and pending points are dropped).
-        kept = self.adaptation.final(self._adapt)
-        if self._warm.phase == "kernel" and kept.estimator is None:
-            # the user asked for kernel HMC and gets a random walk: say so
+    def stop_tuning(self) -> None:
+        """End tuning; warn when no surrogate beat the random walk (the user asked for
+        kernel HMC and gets a random walk)."""
+        warn = self.tune and self.phase == "kernel"
+        super().stop_tuning()
+        if warn and self.current_surrogate.estimator is None:
             warnings.warn(
                 f"KernelHMCStep{self.var_names}: no score-matching surrogate beat the random "
                 "walk while tuning, so the chain samples as the preconditioned random walk "
                 f"({self.n_steps} iterations per draw).  Tune longer, or choose "
                 "RandomWalkStep or KameleonStep for this posterior (docs/choosing.md).",
-                UserWarning, stacklevel=3)
+                UserWarning, stacklevel=2)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..adaptation import check_robbins_monro
 from ..adaptation.warmup import AffineMap
-from ..adaptation.warmup_kernel import random_walk_target
-from ..math.delayed_rejection import gaussian_log_density, second_stage_log_ratio
-from .base import BaseKernelStep, ChainState
+from .base import BaseKernelStep
 
 __all__ = ["RandomWalkStep"]
 
@@ -82,7 +78,7 @@ class RandomWalkStep(BaseKernelStep):
     name = "random_walk"
     stats_dtypes_shapes = {**BaseKernelStep.stats_dtypes_shapes, "scaling": (np.float64, []),
                            "dr_proposals": (np.int64, []), "dr_accepted": (np.int64, [])}
-    _progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
+    progress_columns = (("accept", "Accept"), ("scaling", "Scaling"))
 
     def __init__(
         self,
@@ -108,76 +104,24 @@ class RandomWalkStep(BaseKernelStep):
             if not 0.0 < prob < 1.0:
                 raise ValueError(f"scale_mixture's probability must be in (0, 1), got {prob!r}")
             self.scale_mixture = (float(prob), _check_factor(factor, "scale_mixture's factor"))
-        self._dr_counts = [0, 0]
         check_robbins_monro(target=target_accept, exponent=adapt_exponent)
         self.initial_scale = None if scale is None else float(scale)
         self.target_accept = None if target_accept is None else float(target_accept)
         self.adapt_scale = bool(adapt_scale)
         self.adapt_exponent = float(adapt_exponent)
-        self._cov = None if cov is None else np.asarray(cov, dtype=float)
-        super().__init__(vars, **kwargs)
-        if self._cov is not None and self._cov.shape != (self.dim, self.dim):
-            raise ValueError(f"cov must have shape ({self.dim}, {self.dim}), "
-                             f"got {self._cov.shape}")
-        if self._cov is not None:
-            _check_covariance(self._cov)
-            AffineMap.from_cov(np.zeros(self.dim), self._cov)
+        cov = None if cov is None else np.asarray(cov, dtype=float)
+        options = {"scale": self.initial_scale, "cov": cov, "exponent": self.adapt_exponent,
+                   "adapt": self.adapt_scale, "delayed_rejection": self.delayed_rejection,
+                   "scale_mixture": self.scale_mixture}
+        if self.target_accept is not None:
+            options["target"] = self.target_accept
+        super().__init__(vars, warmup_options=options, **kwargs)
+        if cov is not None and cov.shape != (self.dim, self.dim):
+            raise ValueError(f"cov must have shape ({self.dim}, {self.dim}), got {cov.shape}")
+        if cov is not None:
+            _check_covariance(cov)
+            AffineMap.from_cov(np.zeros(self.dim), cov)
 
-    def _initial_adapt_state(self) -> None:
-        return None
-
-    def astep(self, q0):
-        self._dr_counts = [0, 0]  # second stages proposed and accepted in this draw
-        new, stats = super().astep(q0)
-        stats[0]["dr_proposals"], stats[0]["dr_accepted"] = self._dr_counts
-        return new, stats
-
-    def _walk_iteration(self, state: ChainState,
-                        probe: bool) -> tuple[ChainState, float, bool, int, bool]:
-        """The walk, with a scale mixture or a delayed-rejection second stage if asked
-        (none for a probe, which proposes the current point to measure the noise)."""
-        if probe or (self.delayed_rejection is None and self.scale_mixture is None):
-            return super()._walk_iteration(state, probe)
-        if self.scale_mixture is not None:
-            prob, factor = self.scale_mixture
-            small = self.rng.random() < prob
-            new, accept_prob, moved, evals = self._mh(
-                state, self._walk_proposal(state, factor=factor if small else 1.0))
-            return new, accept_prob, moved, evals, not small  # the scale: full-size only
-        return (*self._delayed_rejection(state), True)
-
-    def _delayed_rejection(self, state: ChainState) -> tuple[ChainState, float, bool, int]:
-        """Two-stage delayed rejection from ``state``; the first stage's acceptance
-        probability is returned (the scale adapts on it)."""
-        u, scale = state.position, self._warm.walk.rw.value
-        first, x1 = self._evaluate(self._walk_proposal(state).position)
-        new, accept_prob, moved = self._decide(state, first, x1, first.logp - state.logp)
-        if moved or accept_prob >= 1.0:
-            return new, accept_prob, moved, 1
-        second, x2 = self._evaluate(
-            self._walk_proposal(state, factor=self.delayed_rejection).position)
-        log_r = second_stage_log_ratio(
-            state.logp, first.logp, second.logp,
-            gaussian_log_density(second.position, first.position, scale),
-            gaussian_log_density(u, first.position, scale))
-        new, _, moved = self._decide(state, second, x2, log_r)
-        self._dr_counts[0] += 1
-        self._dr_counts[1] += moved
-        return new, accept_prob, moved, 2
-
-    def _warmup_config(self) -> dict[str, Any]:
-        return {
-            "scale": self.initial_scale,
-            "cov": self._cov,
-            "target": (random_walk_target(self.dim) if self.target_accept is None
-                       else self.target_accept),
-            "exponent": self.adapt_exponent,
-            "adapt": self.adapt_scale,
-            "to_the_end": True,  # the warm-up kernel is the sampler
-        }
-
-    def _tuning_stats(self) -> dict[str, Any]:
-        return {"scaling": self._warm.walk.rw.value}
 
 
 def _check_factor(factor: float | None, name: str) -> float | None:

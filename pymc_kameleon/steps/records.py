@@ -70,35 +70,45 @@ class StepInfo:
 
 @dataclass
 class ChainRecord:
-    """Per-chain bookkeeping of the step: everything but the sampler's own adaptation."""
+    """Per-chain bookkeeping of the step: the point, its stored value and the kernels' states."""
 
     x: np.ndarray | None = None  # position in model coordinates
     logp: float = float("nan")
     key: bytes = b""  # full point (all model variables) the stored value belongs to
     data_key: bytes = b""  # fingerprint of the model's data, taken at the chain's start
-    walk: WarmupState | None = None  # the warm-up kernel's state (its map whitens the chain)
-    phase: str = "warmup"  # "warmup" (the warm-up kernel proposes) or "kernel"
+    # one state per kernel of the step (the warm-up's first: its map whitens the chain)
+    states: list = field(default_factory=lambda: [None])
+    phase: int = 0  # the kernel in use (0: the warm-up)
     draw: int = 0  # tuning draws done
     start: int = -1  # where the Laplace mode was found from (-1: not used, 0: the chain's start)
-    noisy: bool = False
-    iteration: int = 0  # MH iterations done while tuning
     work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+
+    @property
+    def walk(self) -> WarmupState | None:
+        """The warm-up kernel's state (None before the chain's start)."""
+        return self.states[0]
+
+    @walk.setter
+    def walk(self, value: WarmupState) -> None:
+        self.states[0] = value
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the log density is a likelihood estimator's (measured at the start)."""
+        return self.walk.noisy
 
     @property
     def precond(self) -> AffineMap:
         """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
         return self.walk.precond
 
-    @precond.setter
-    def precond(self, value: AffineMap) -> None:
-        self.walk.precond = value
-
     @property
     def laplace(self) -> bool:
         """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
         return self.walk.laplace
+
 
 def fill_stats(dtypes: dict[str, tuple[Any, Any]], skip: dict[str, Any],
                info: dict[str, Any]) -> dict[str, Any]:
