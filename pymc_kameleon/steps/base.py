@@ -1,20 +1,13 @@
 """The PyMC step base shared by every sampler in this package.
 
 :class:`BaseKernelStep` is the PyMC adapter.  It compiles the block's log density (no
-gradient), keeps the chain's record (position, *stored* log density, the kernels' states) and
-runs, per PyMC draw, ``n_steps`` iterations of the current kernel -- propose, then the
-Metropolis-Hastings decision of :class:`~.metropolis.StepMetropolis`, then adapt while
-tuning -- over the kernel protocol of :mod:`pymc_kameleon.adaptation.kernel`.  The kernels
-run in sequence: the warm-up (:mod:`~pymc_kameleon.adaptation.warmup_kernel`, which learns
-the whitening map), then the sampler's own, in the whitened coordinates ``u``; a step without
-one keeps the warm-up to the end.  A sampler is a subclass that passes its kernel
-(``adaptation``) and the warm-up's options; it overrides nothing of the base.
-
-The chain's start (:mod:`~.start`), the evaluated log density and its failures
-(:mod:`~.density`, :mod:`~.evaluations`), the stored value shared between steps
-(:mod:`~.store`), the draw's tuning (:mod:`~.tuning`), records and stats (:mod:`~.records`),
-the progress bar (:mod:`~.progress`) and the saved state (:mod:`~.state`) live in their own
-modules.
+gradient), keeps the chain's record (point, *stored* log density, one state per kernel) and
+runs, per PyMC draw, ``n_steps`` iterations of the kernel in use -- propose, decide
+(:class:`~.metropolis.StepMetropolis`), adapt while tuning -- over the protocol of
+:mod:`pymc_kameleon.adaptation.kernel`: the warm-up kernel, then the sampler's own (or the
+warm-up kept to the end).  A sampler passes its kernel as ``adaptation`` and overrides
+nothing of the base.  The chain's start, draw-boundary tuning, stored values, records and
+saved state live in the sibling modules.
 """
 
 from __future__ import annotations
@@ -28,42 +21,29 @@ import pymc as pm
 from pymc.blocking import RaveledVars
 from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
-from pymc.stats.convergence import SamplerWarning
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
-from pymc.util import (
-    get_random_generator,
-    get_state_from_generator,
-    get_value_vars_from_user_vars,
-)
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
 
 from ..adaptation.kernel import ChainState, Iteration, Kernel, Proposal
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
-from ..adaptation.work import WorkPerDraw
-from ..compat import caller_tuning_draws, logp_compile_kwargs
-from ..pseudo_marginal import (
-    estimator_states,
-    find_estimators,
-    reseed_estimators,
-    set_estimator_states,
-)
+from ..compat import logp_compile_kwargs
+from ..pseudo_marginal import find_estimators, reseed_estimators
 from ..validation import check_integral
+from .chain import PHASES, Chain
 from .density import LogDensity
 from .evaluations import FailedEvaluations, check_on_error
 from .messages import discrete_message, sampler_never_started
 from .metropolis import StepMetropolis
 from .progress import progress_update, progressbar_config
-from .records import ChainRecord, StepInfo, fill_stats
+from .records import BASE_STATS, StepInfo, fill_stats
 from .start import ChainStart
-from .state import KernelStepState, from_state, to_state
+from .state import KernelStepState, restore_state, save_state
 from .store import PointSync, SharedEstimate, data_fingerprint
-from .tuning import begin_tuning_draw, kernel_draws, warmup_length
 
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "StepInfo", "random_walk_target"]
-
-_PHASES = ("warmup", "kernel")  # the names of the kernels in use, for StepInfo
 
 
 class BaseKernelStep(ArrayStepShared):
@@ -115,20 +95,7 @@ class BaseKernelStep(ArrayStepShared):
     default_blocked = True
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
-    stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {
-        "accept": (np.float64, []),
-        "accepted": (np.float64, []),  # float like pm.Metropolis (same name, same dtype)
-        "tune": (bool, []),
-        "model_logp": (np.float64, []),
-        "n_evals": (np.int64, []),
-        # the start of the kept Laplace mode: -1 none (the chain's own start), 0 the
-        # chain's start, k the k-th dispersed start (a prior draw)
-        "laplace_start": (np.int64, []),
-        "n_steps": (np.int64, []),  # MH iterations of the draw
-        "n_nan": (np.int64, []),  # evaluations that gave NaN (rejected; reported)
-        "n_errors": (np.int64, []),  # evaluations that raised, with on_error="reject"
-        "warning": (SamplerWarning, None),  # the chain's report of the two (PyMC's stat)
-    }
+    stats_dtypes_shapes: dict[str, tuple[Any, Any]] = BASE_STATS
     #: (stat name, progress bar header) pairs shown during sampling.
     progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
     _state_class = KernelStepState
@@ -182,16 +149,14 @@ class BaseKernelStep(ArrayStepShared):
         if self.dim == 0:
             raise ValueError(f"{type(self).__name__}: the variables {[v.name for v in vars]} "
                              "have no elements (size 0): nothing to sample")
-        self._n_steps_given = None if n_steps is None else check_integral("n_steps", n_steps)
-        self.warmup_draws = (None if warmup_draws is None
-                             else check_integral("warmup_draws", warmup_draws))
-        self.laplace = laplace
-        self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
+        n_steps = None if n_steps is None else check_integral("n_steps", n_steps)
+        if warmup_draws is not None:
+            warmup_draws = check_integral("warmup_draws", warmup_draws)
+        laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
         check_on_error(on_error)
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
-        self._chain_tune: int | None = None  # number of tuning draws, when PyMC tells us
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         name = f"{type(self).__name__}{list(self.var_names)}"
@@ -203,16 +168,24 @@ class BaseKernelStep(ArrayStepShared):
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
             on_error=on_error, name=name)
         self._mh = StepMetropolis(self._density)
-        self._start = ChainStart(model, vars, name=name,
-                                 estimators=bool(find_estimators(self._logp_fn)))
         # the kernels in the order they run: the warm-up, kept to the end without a sampler's
         options = {"target": random_walk_target(self.dim), **(warmup_options or {})}
         self.warmup = WarmupKernel(self.dim, **options, to_the_end=adaptation is None)
         self.adaptation = self.warmup if adaptation is None else adaptation
-        self._kernels = (self.warmup,) if adaptation is None else (self.warmup, adaptation)
+        start = ChainStart(model, vars, name=name,
+                           estimators=bool(find_estimators(self._logp_fn)))
+        self._chain = Chain((self.warmup,) if adaptation is None else (self.warmup, adaptation),
+                            self.dim, self._density, start, self.point_sync,
+                            warmup_draws=warmup_draws, n_steps=n_steps, laplace=laplace,
+                            laplace_starts=laplace_starts)
         self.reset_tuning()
 
     # ------------------------------------------------------------------ public reads
+    # the chain's settings, as given
+    warmup_draws = property(lambda self: self._chain.warmup_draws)
+    laplace = property(lambda self: self._chain.laplace)
+    laplace_starts = property(lambda self: self._chain.laplace_starts)
+
     @property
     def last_info(self) -> StepInfo | None:
         """The :class:`StepInfo` of the step's last Metropolis-Hastings iteration (``None``
@@ -221,9 +194,9 @@ class BaseKernelStep(ArrayStepShared):
 
     def _info(self, it: Iteration, phase: int, tune: bool) -> StepInfo:
         x, logp = self._mh.last if it.n_evals else (None, math.nan)
-        return StepInfo(self._warm.x.copy(), None if x is None else x.copy(), float(logp),
+        return StepInfo(self._chain.record.x.copy(), None if x is None else x.copy(), float(logp),
                         float(it.accept_prob), bool(it.accepted), int(it.n_evals),
-                        _PHASES[phase], bool(tune), bool(it.probe))
+                        PHASES[phase], bool(tune), bool(it.probe))
 
     @property
     def on_error(self) -> str:
@@ -234,16 +207,12 @@ class BaseKernelStep(ArrayStepShared):
     def n_steps(self) -> int:
         """Metropolis-Hastings iterations of the next draw: the user's ``n_steps`` if given,
         else the current kernel's default times the work factor (constant after tuning)."""
-        if self._n_steps_given is not None:
-            return self._n_steps_given
-        w = self._warm
-        n = self._kernels[w.phase].n_steps(w.states[w.phase], self.dim, self.tune)
-        return max(1, math.ceil(n * w.work_factor))
+        return self._chain.n_steps(self.tune)
 
     @property
     def phase(self) -> str:
         """The kernel in use: ``"warmup"`` or ``"kernel"`` (the sampler's own)."""
-        return _PHASES[self._warm.phase]
+        return PHASES[self._chain.record.phase]
 
     @property
     def preconditioner(self) -> AffineMap | None:
@@ -252,7 +221,7 @@ class BaseKernelStep(ArrayStepShared):
         learned posterior covariance in the step's raveled coordinates, e.g. the initial
         shape of another run, ``RandomWalkStep(cov=step.preconditioner.cov)``
         (``docs/tuning.md``, the warm-up)."""
-        walk = self._warm.walk
+        walk = self._chain.record.walk
         if walk is None:
             return None
         return AffineMap(walk.precond.mean.copy(), walk.precond.chol.copy())
@@ -261,12 +230,12 @@ class BaseKernelStep(ArrayStepShared):
     def warmup_state(self) -> WarmupState | None:
         """The current chain's warm-up state (map, scale, windows, noise ceiling: live,
         not a copy), ``None`` before the chain's first draw."""
-        return self._warm.walk
+        return self._chain.record.walk
 
     @property
     def adaptation_state(self) -> Any:
         """The current chain's state of the sampler's kernel (:attr:`adaptation`; live)."""
-        return self._warm.states[-1]
+        return self._chain.record.states[-1]
 
     @property
     def compiled_logp(self) -> Callable[[np.ndarray], Any]:
@@ -293,58 +262,38 @@ class BaseKernelStep(ArrayStepShared):
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         """PyMC >= 6: prepare one chain (generator, estimators, number of tuning draws)."""
         self.set_rng(rng)
-        self._chain_tune = int(tune)
+        self._chain.tune = int(tune)
         self._chain_draws = int(tune) + int(draws)
 
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
         if self.tune:
-            w = self._warm
+            chain = self._chain
             # the default warm-up took all of tuning: the user asked for another sampler
-            if (not self.warmup.to_the_end and self.warmup_draws is None and w.phase == 0
-                    and w.x is not None):
-                sampler_never_started(type(self).__name__, self.var_names, w.draw,
-                                      self._warmup_length(), self._chain_tune)
-            last = len(self._kernels) - 1  # the sampler's kernel first, then the one in use
-            for i in sorted({last, w.phase}, reverse=True):
-                if w.states[i] is not None:
-                    self._kernels[i].final(w.states[i], self.rng)
+            if (len(chain.kernels) > 1 and self.warmup_draws is None
+                    and chain.record.phase == 0 and chain.record.x is not None):
+                sampler_never_started(type(self).__name__, self.var_names, chain.record.draw,
+                                      chain.length, chain.tune)
+            chain.stop_tuning(self.rng)
         self.tune = False
 
     def reset_tuning(self) -> None:
         """Start a chain afresh: initial adaptation, no stored state, ``tune = True``."""
-        self._warm = ChainRecord()
-        length = self._warmup_length()
-        self._warm.states += [k.init(self.dim, self.warmup.scale0,
-                                     kernel_draws(self._chain_tune, length))
-                              for k in self._kernels[1:]]
+        self._chain.reset()
         self._density.failed = FailedEvaluations()
         self.tune = True
 
     @property
     def sampling_state(self) -> KernelStepState:
-        return KernelStepState(
-            var_names=[v.name for v in self.vars],
-            rng=get_state_from_generator(self.rng),
-            tune=self.tune,
-            chain=to_state({"warm": self._warm, "chain_tune": self._chain_tune,
-                            "failed": self._density.failed}),
-            estimators=to_state(estimator_states(self._logp_fn)),
-        )
+        return save_state(self.vars, self.rng, self.tune, self._logp_fn,
+                          {"warm": self._chain.record, "chain_tune": self._chain.tune,
+                           "failed": self._density.failed})
 
     @sampling_state.setter
     def sampling_state(self, state: KernelStepState) -> None:
-        if not isinstance(state, KernelStepState):
-            raise TypeError(f"expected a KernelStepState, got {type(state).__name__}")
-        names = [v.name for v in self.vars]
-        if list(state.var_names) != names:
-            raise ValueError(f"the state belongs to variables {state.var_names}, not {names}")
-        self.rng = from_state(state.rng)
-        self.tune = bool(state.tune)
-        chain = from_state(state.chain)
-        self._warm, self._chain_tune = chain["warm"], chain["chain_tune"]
+        self.rng, self.tune, chain = restore_state(state, self.vars, self._logp_fn)
+        self._chain.record, self._chain.tune = chain["warm"], chain["chain_tune"]
         self._density.failed = chain.get("failed", FailedEvaluations())
-        set_estimator_states(self._logp_fn, from_state(state.estimators))
 
     # ------------------------------------------------------------------ sampling
     def step(self, point):
@@ -352,16 +301,14 @@ class BaseKernelStep(ArrayStepShared):
         return super().step(point)
 
     def astep(self, q0: RaveledVars) -> tuple[RaveledVars, list[dict[str, Any]]]:
-        w, point, tune = self._warm, self._incoming_point, self.tune
+        chain, point, tune, rng = self._chain, self._incoming_point, self.tune, self.rng
         self._density.begin_draw(tune)
-        evals = self._sync(q0, point)
+        evals = chain.enter(q0, point, tune, rng)
         if tune:
-            begin_tuning_draw(w, self._kernels, dim=self.dim, walk_scale=self.warmup.scale0,
-                              length=self._warmup_length(), tune=self._chain_tune,
-                              n_steps=lambda: self.n_steps, rng=self.rng)
-        mh, rng, callback = self._mh, self.rng, self.callback
+            chain.begin_tuning_draw(rng)
+        w, mh, callback = chain.record, self._mh, self.callback
         mh.record, mh.rng = w, rng
-        kernel, kstate, phase = self._kernels[w.phase], w.states[w.phase], w.phase
+        kernel, kstate, phase = chain.kernels[w.phase], w.states[w.phase], w.phase
         state = ChainState(w.precond.to_u(w.x), w.logp)
         accept_sum, moves = 0.0, 0
         n_steps = self.n_steps  # fixed within a draw
@@ -391,54 +338,12 @@ class BaseKernelStep(ArrayStepShared):
             **failed.draw_stats(),
             "warning": failed.warning(self._density.name, self._density.info,
                                       self._chain_draws),
-            **fill_stats(self.stats_dtypes_shapes, BaseKernelStep.stats_dtypes_shapes,
+            **fill_stats(self.stats_dtypes_shapes, BASE_STATS,
                          self.adaptation.stats(w.states[-1], tune)),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         self.point_sync.remember(w, new, point)
         return new, [stats]
-
-    # ------------------------------------------------------------------ chain state
-    def _sync(self, q0: RaveledVars, point) -> int:
-        """Make the stored state match the incoming point; return evaluations spent."""
-        w = self._warm
-        self._density.layout(q0)
-        key = self.point_sync.key(w, point)
-        if w.x is not None and key == w.key:
-            return 0
-        x = np.array(q0.data, dtype=float)
-        stored = self.point_sync.store.get(key)
-        if w.x is None:
-            return self._start_chain(x, key, point, stored, q0.point_map_info)
-        return self.point_sync.refresh(w, x, key, stored, self._density)
-
-    def _start_chain(self, x: np.ndarray, key: bytes, point, stored: float | None,
-                     info) -> int:
-        """First draw of a chain: the start (:class:`~.start.ChainStart`), then the
-        warm-up kernel from it; return the evaluations spent."""
-        w, walk, laplace = self._warm, self.warmup, self.laplace
-        if not walk.adapt or (laplace is None and walk.cov is not None):
-            laplace = False  # a given initial shape is replaced only on request
-        res = self._start.run(
-            x, logp=self._density, search_logp=self._density.searching(),
-            round=self._density.round, rng=self.rng, stored=stored, tune=self.tune,
-            laplace=laplace, laplace_starts=self.laplace_starts, point=point,
-            point_map_info=info)
-        w.x, w.logp, w.start = res.x, res.logp, res.laplace_start
-        w.key = b"" if res.moved else key  # a moved start is stored at the draw's end
-        tune = caller_tuning_draws() if self.tune else None  # PyMC 5: from its chain loop
-        if tune is not None:
-            self._chain_tune = tune
-        if self.tune and self._n_steps_given is None:
-            w.work = WorkPerDraw.schedule(self._chain_tune, self._warmup_length())
-        w.walk = walk.init()
-        w.walk.noisy = res.noisy
-        if res.cov is not None:
-            walk.start_at(w.walk, w.x, res.cov)
-        return res.n_evals
-
-    def _warmup_length(self) -> int:
-        return warmup_length(self.warmup_draws, self._chain_tune)
 
     # ------------------------------------------------------------------ progress bar
     @classmethod

@@ -10,16 +10,36 @@ sampler's per-draw stats.  The split mirrors BlackJAX's ``State(position, logden
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pymc.stats.convergence import SamplerWarning
 
 from ..adaptation.kernel import ChainState, Proposal
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupState
 from ..adaptation.work import WorkPerDraw
 
-__all__ = ["ChainRecord", "ChainState", "Proposal", "StepInfo", "fill_stats"]
+if TYPE_CHECKING:
+    from .start import StartResult
+
+__all__ = ["BASE_STATS", "ChainRecord", "ChainState", "Proposal", "StepInfo", "fill_stats"]
+
+#: The stats every step reports per draw (name: dtype, shape), before its kernel's own.
+BASE_STATS: dict[str, tuple[Any, Any]] = {
+    "accept": (np.float64, []),
+    "accepted": (np.float64, []),  # float like pm.Metropolis (same name, same dtype)
+    "tune": (bool, []),
+    "model_logp": (np.float64, []),
+    "n_evals": (np.int64, []),
+    # the start of the kept Laplace mode: -1 none (the chain's own start), 0 the chain's
+    # start, k the k-th dispersed start (a prior draw)
+    "laplace_start": (np.int64, []),
+    "n_steps": (np.int64, []),  # MH iterations of the draw
+    "n_nan": (np.int64, []),  # evaluations that gave NaN (rejected; reported)
+    "n_errors": (np.int64, []),  # evaluations that raised, with on_error="reject"
+    "warning": (SamplerWarning, None),  # the chain's report of the two (PyMC's stat)
+}
 
 
 @dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
@@ -84,6 +104,15 @@ class ChainRecord:
     work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+
+    def begin(self, res: StartResult, key: bytes, walk: WarmupState,
+              work: WorkPerDraw | None) -> None:
+        """Take the chain's start ``res`` (found for the point of key ``key``), with the
+        warm-up's fresh state ``walk`` and the work-per-draw measurement ``work``."""
+        self.x, self.logp, self.start = res.x, res.logp, res.laplace_start
+        self.key = b"" if res.moved else key  # a moved start is stored at the draw's end
+        self.walk, self.work = walk, work
+        walk.noisy = res.noisy
 
     @property
     def walk(self) -> WarmupState | None:

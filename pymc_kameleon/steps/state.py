@@ -25,7 +25,10 @@ from pymc.util import (
     random_generator_from_state,
 )
 
-__all__ = ["KernelStepState", "ObjectState", "ScalarState", "from_state", "to_state"]
+from ..pseudo_marginal import estimator_states, set_estimator_states
+
+__all__ = ["KernelStepState", "ObjectState", "ScalarState", "from_state", "restore_state",
+           "save_state", "to_state"]
 
 
 @dataclass_state
@@ -118,3 +121,25 @@ def _fill_missing_fields(obj: Any, state: ObjectState) -> None:
                 "(saved by another version of pymc-kameleon?)"
             )
         object.__setattr__(obj, f.name, value)
+
+
+def save_state(vars, rng: np.random.Generator, tune: bool, logp_fn,
+               chain: dict) -> KernelStepState:
+    """A step's ``sampling_state``: its variables, generator, tuning flag, the per-chain
+    tree ``chain`` and the states of the likelihood estimators in ``logp_fn``."""
+    return KernelStepState(var_names=[v.name for v in vars], rng=get_state_from_generator(rng),
+                           tune=tune, chain=to_state(chain),
+                           estimators=to_state(estimator_states(logp_fn)))
+
+
+def restore_state(state: KernelStepState, vars, logp_fn) -> tuple[np.random.Generator, bool,
+                                                                    dict]:
+    """Check ``state`` belongs to ``vars``, restore the estimators' states in ``logp_fn``;
+    return the generator, the tuning flag and the per-chain tree."""
+    if not isinstance(state, KernelStepState):
+        raise TypeError(f"expected a KernelStepState, got {type(state).__name__}")
+    names = [v.name for v in vars]
+    if list(state.var_names) != names:
+        raise ValueError(f"the state belongs to variables {state.var_names}, not {names}")
+    set_estimator_states(logp_fn, from_state(state.estimators))
+    return from_state(state.rng), bool(state.tune), from_state(state.chain)

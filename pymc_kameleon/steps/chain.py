@@ -1,0 +1,174 @@
+"""One chain of a step: its record, the kernels it runs, and the draw boundaries.
+
+:class:`Chain` holds what a step keeps per chain (the :class:`~.records.ChainRecord`: point,
+stored log density, one state per kernel) and does what happens between Metropolis-Hastings
+iterations: a draw's entry (the chain's start, or the stored value of a point another step
+changed), the adaptation at each tuning draw boundary -- where the kernel in use may hand
+over to the next one, the warm-up to the sampler's own -- and the end of tuning.  The
+iterations themselves are the step's loop (:mod:`~.base`).  Late in tuning the chain's
+autocorrelation sets the work per draw (:class:`.WorkPerDraw`, docs/tuning.md, "Work per
+draw").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from pymc.blocking import RaveledVars
+
+from ..adaptation.kernel import DrawContext, Kernel
+from ..adaptation.warmup_kernel import WarmupKernel
+from ..adaptation.work import WorkPerDraw
+from ..compat import caller_tuning_draws
+from .density import LogDensity
+from .records import ChainRecord
+from .start import ChainStart
+from .store import PointSync
+
+__all__ = ["Chain", "kernel_draws", "warmup_length"]
+
+_WARMUP_DRAWS = 500  # the warm-up's length when the step is not told how long tuning is
+PHASES = ("warmup", "kernel")  # the names of the kernels in use
+
+
+def warmup_length(warmup_draws: int | None, tune: int | None) -> int:
+    """Draws of the warm-up: the user's ``warmup_draws``, else half of ``tune`` (500 when
+    not known)."""
+    if warmup_draws is not None:
+        return warmup_draws
+    if tune:
+        return max(1, tune // 2)
+    return _WARMUP_DRAWS
+
+
+def kernel_draws(tune: int | None, length: int) -> int | None:
+    """Tuning draws left to the sampler's kernel after a warm-up of ``length`` (None: not
+    known)."""
+    return max(0, tune - length) if tune else None
+
+
+class Chain:
+    """The chain of a step.
+
+    Parameters
+    ----------
+    kernels : sequence of Kernel
+        The kernels in the order they run, the warm-up first.
+    dim : int
+        The block's dimension.
+    density : LogDensity
+        The evaluated log density.
+    start : ChainStart
+        Finds the chain's start at its first draw.
+    point_sync : PointSync
+        The stored values shared with the model's other steps.
+    warmup_draws, n_steps, laplace, laplace_starts
+        The step's settings (see :class:`~.base.BaseKernelStep`).
+    """
+
+    def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
+                 start: ChainStart, point_sync: PointSync, *, warmup_draws: int | None,
+                 n_steps: int | None, laplace: bool | None, laplace_starts: int):
+        self.kernels, self.dim = tuple(kernels), dim
+        self.density, self.start, self.point_sync = density, start, point_sync
+        self.warmup_draws, self.n_steps_given = warmup_draws, n_steps
+        self.laplace, self.laplace_starts = laplace, laplace_starts
+        self.tune: int | None = None  # tuning draws, when PyMC tells the step
+        self.reset()
+
+    @property
+    def warmup(self) -> WarmupKernel:
+        """The first kernel."""
+        return self.kernels[0]
+
+    @property
+    def length(self) -> int:
+        """Draws of the warm-up."""
+        return warmup_length(self.warmup_draws, self.tune)
+
+    def reset(self) -> None:
+        """A fresh chain: no point, the sampler's kernel in its initial state."""
+        self.record = ChainRecord()
+        self.record.states += [k.init(self.dim, self.warmup.scale0,
+                                      kernel_draws(self.tune, self.length))
+                               for k in self.kernels[1:]]
+
+    def n_steps(self, tune: bool) -> int:
+        """Iterations of the next draw: the user's count, else the kernel in use's default
+        times the work factor."""
+        if self.n_steps_given is not None:
+            return self.n_steps_given
+        w = self.record
+        n = self.kernels[w.phase].n_steps(w.states[w.phase], self.dim, tune)
+        return max(1, math.ceil(n * w.work_factor))
+
+    # ------------------------------------------------------------------ a draw's entry
+    def enter(self, q0: RaveledVars, point, tune: bool, rng: np.random.Generator) -> int:
+        """Make the record match the incoming point; return the evaluations spent (the
+        chain's start at its first draw)."""
+        w = self.record
+        self.density.layout(q0)
+        key = self.point_sync.key(w, point)
+        if w.x is not None and key == w.key:
+            return 0
+        x = np.array(q0.data, dtype=float)
+        stored = self.point_sync.store.get(key)
+        if w.x is not None:
+            return self.point_sync.refresh(w, x, key, stored, self.density)
+        laplace, walk = self.laplace, self.warmup
+        if not walk.adapt or (laplace is None and walk.cov is not None):
+            laplace = False  # a given initial shape is replaced only on request
+        res = self.start.run(
+            x, logp=self.density, search_logp=self.density.searching(),
+            round=self.density.round, rng=rng, stored=stored, tune=tune, laplace=laplace,
+            laplace_starts=self.laplace_starts, point=point, point_map_info=q0.point_map_info)
+        caller_tune = caller_tuning_draws() if tune else None  # PyMC 5: from its chain loop
+        if caller_tune is not None:
+            self.tune = caller_tune
+        work = (WorkPerDraw.schedule(self.tune, self.length)
+                if tune and self.n_steps_given is None else None)
+        w.begin(res, key, walk.init(), work)
+        if res.cov is not None:
+            walk.start_at(w.walk, w.x, res.cov)
+        return res.n_evals
+
+    # ------------------------------------------------------------------ tuning
+    def begin_tuning_draw(self, rng: np.random.Generator) -> None:
+        """Batched adaptation at the start of a tuning draw (the first draw adapts
+        nothing); the hand-over to the next kernel when the one in use is done."""
+        w = self.record
+        if w.work is not None and w.draw > 0:
+            self._measure_work()
+        if w.draw > 0:
+            kernel, state = self.kernels[w.phase], w.states[w.phase]
+            left = (self.tune - w.draw) * self.n_steps(True) if self.tune else None
+            info = kernel.update_draw(state, DrawContext(
+                w.x, w.logp, w.draw, self.length, w.accepts, self.tune, left, w.walk.noise,
+                rng))
+            if info.new_window and w.work is not None:
+                w.work.positions.clear()  # positions whitened by another map do not mix
+            if info.done and w.phase + 1 < len(self.kernels):
+                kernel.final(state, rng)
+                w.phase += 1
+                w.states[w.phase] = self.kernels[w.phase].init(
+                    self.dim, self.warmup.scale0, kernel_draws(self.tune, self.length))
+        w.accepts = []
+        w.draw += 1
+
+    def stop_tuning(self, rng: np.random.Generator) -> None:
+        """Freeze the sampler's kernel, then the one in use if another."""
+        w = self.record
+        for i in sorted({len(self.kernels) - 1, w.phase}, reverse=True):
+            if w.states[i] is not None:
+                self.kernels[i].final(w.states[i], rng)
+
+    def _measure_work(self) -> None:
+        """Record the whitened position of the draw just done; at the window's end, set the
+        factor on the iterations per draw."""
+        w = self.record
+        if w.draw >= w.work.start:  # whiten only inside the window
+            w.work.update(w.draw, w.precond.to_u(w.x))
+        if w.draw + 1 >= w.work.decide:
+            w.work_factor, w.work = w.work.final(), None
