@@ -32,7 +32,7 @@ from pymc_kameleon import KameleonStep, RandomWalkStep
 from .common import SamplerSpec, quiet_pymc
 from .suite.models import MODELS
 from .suite.reference import load_reference
-from .suite.report import _failed_letters
+from .suite.report import failed_letters
 from .suite.runner import SAMPLERS, run_one
 
 __all__ = ["HARD_PARAMETER", "main", "make_variant"]
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = run.to_dict()
     out.update(variant=args.variant, on_error=args.on_error, hard=ref.labels[hard],
                ref_quantiles=list(ref_q), ref_tail_quantiles=list(ref_tq))
-    print(f"| {args.model} | {args.seed} | {args.variant} | {_failed_letters(run)} | "
+    print(f"| {args.model} | {args.seed} | {args.variant} | {failed_letters(run)} | "
           f"{acc['max_rhat']:.3f} | {acc['min_ess_bulk']:.0f} | "
           f"{acc['mean_err']:.2f} ({acc['worst_mean']}) | {acc['sd_ratio']:.2f} "
           f"({acc['worst_sd']}) | {q[0]:.2f} / {q[1]:.2f} (ref {ref_q[0]:.2f} / {ref_q[1]:.2f})"

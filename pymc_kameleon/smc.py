@@ -39,7 +39,7 @@ from .math.mixture import GaussianMixture
 from .pseudo_marginal import reseed_estimators
 from .run_settings import RunSettings
 
-__all__ = ["KameleonSMC", "check_proper_priors"]
+__all__ = ["KameleonSMC", "check_proper_priors", "vectorised_logp"]
 
 #: Target acceptance rate of the scale adaptation (thesis Section 5.3).
 TARGET_ACCEPT = 0.234
@@ -118,7 +118,7 @@ def _sortable_ordered(model) -> dict[str, tuple]:
     return out
 
 
-def _vectorised_logp(model, variables, compile_kwargs=None):
+def vectorised_logp(model, variables, compile_kwargs=None):
     """The prior and likelihood terms of a whole batch in one compiled call, or ``None``.
 
     Built with PyTensor's ``vectorize_graph`` where the log density is PyTensor throughout;
@@ -386,7 +386,7 @@ class KameleonSMC(SMC_KERNEL):
         self._transforms = _value_transforms(model)
         self._ordered = _sortable_ordered(model)
         self._start_from_prior(model)
-        self._batched = (_vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
+        self._batched = (vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
                          if vectorize else None)
         self.gamma = float(gamma)
         self.n_subsample = int(n_subsample)

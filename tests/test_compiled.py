@@ -185,13 +185,13 @@ def test_refine_lowrank_root_follows_a_growing_history():
 def test_orthonormalise_spans_the_columns(case):
     """Cholesky QR on scaled columns where it is accurate, Householder QR otherwise: either
     way orthonormal columns spanning those given."""
-    from pymc_kameleon.math.linalg import _orthonormalise
+    from pymc_kameleon.math.linalg import orthonormalise
 
     rng = np.random.default_rng(6)
     D, k = 60, 12
     A = np.linalg.qr(rng.normal(size=(D, k)))[0] * np.logspace(0, -9, k)  # a power step
     if case == "dependent":  # nearly dependent columns: the Cholesky route is not accurate
         A[:, 1] = A[:, 0] + 1e-13 * rng.normal(size=D)
-    Q = _orthonormalise(A)
+    Q = orthonormalise(A)
     np.testing.assert_allclose(Q.T @ Q, np.eye(k), atol=1e-12)
     np.testing.assert_allclose(Q @ (Q.T @ A), A, atol=1e-12 * np.abs(A).max())

@@ -324,17 +324,17 @@ def test_progress_bar_shows_the_chain_evaluations(curved):
 def test_vectorised_log_density_matches_the_loop_and_skips_black_boxes(curved):
     """A pure PyTensor model gets one compiled call per batch, equal to the per-point values;
     a model with an as_op Op (a black box) keeps one call per point."""
-    from pymc_kameleon.smc import _vectorised_logp
+    from pymc_kameleon.smc import vectorised_logp
 
     with pm.Model() as pure:
         x = pm.Normal("x", 0, 3, shape=2)
         pm.Normal("y", x[0] + 0.5 * x[1] ** 2, 1, observed=Y_OBS)
         kernel = KameleonSMC(draws=20, model=pure, random_seed=1)
-    batched = _vectorised_logp(pure, pure.value_vars)
+    batched = vectorised_logp(pure, pure.value_vars)
     X = np.random.default_rng(2).normal(size=(20, 2))
     loop = np.array([[kernel.prior_logp_func(x), kernel.likelihood_logp_func(x)] for x in X])
     np.testing.assert_allclose(batched(X), loop, rtol=1e-12)
-    assert _vectorised_logp(curved, curved.value_vars) is None
+    assert vectorised_logp(curved, curved.value_vars) is None
     a = _smc(pure, seed=6, vectorize=True)
     b = _smc(pure, seed=6)
     np.testing.assert_allclose(group_dataset(a, "posterior")["x"].values,

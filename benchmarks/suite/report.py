@@ -8,7 +8,7 @@ from .metrics import ESS_MIN, MEAN_TOL, RHAT_MAX, SD_TOL
 from .models import ModelSpec
 from .runner import SAMPLERS, RunResult
 
-__all__ = ["model_header", "model_table", "summary_tables"]
+__all__ = ["failed_letters", "model_header", "model_table", "summary_tables"]
 
 #: ESS per 1000 evaluations of our steps must be >= these multiples of PyMC's.
 METROPOLIS_FACTOR = 3.0
@@ -103,7 +103,7 @@ def model_table(spec: ModelSpec, results: list[RunResult]) -> str:
     return "\n".join(lines)
 
 
-def _failed_letters(run: RunResult) -> str:
+def failed_letters(run: RunResult) -> str:
     a = run.accuracy
     letters = [c for c, ok in zip("REMS", (a["rhat_ok"], a["ess_ok"], a["mean_ok"],
                                           a["sd_ok"]), strict=True) if not ok]
@@ -127,7 +127,7 @@ def summary_tables(specs: list[ModelSpec], results: list[RunResult]) -> str:
                 row_c.append(cell)
                 row_e.append(cell)
                 continue
-            cell = _failed_letters(run)
+            cell = failed_letters(run)
             row_c.append(cell if spec.criteria_apply else f"({cell})")
             metro, slc = _baseline(mine, "metropolis"), _baseline(mine, "slice")
             parts = [_num(run.ess_per_1k_evals / b.ess_per_1k_evals, ".2g") if b else "n/a"

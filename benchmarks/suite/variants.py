@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ..common import SamplerSpec, quiet_pymc
 from .models import MODELS
 from .reference import load_reference
-from .report import _failed_letters
+from .report import failed_letters
 from .runner import SAMPLERS, run_one
 
 __all__ = ["compare_variants"]
@@ -59,7 +59,7 @@ def compare_variants(models: list[str], seeds: list[int],
                 totals[label] += acc["min_ess_bulk"]
                 passed[label] += bool(acc["all_ok"])
                 cells.append(f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
-                             f"({acc['max_rhat']:.3f}) {run.wall:.1f} {_failed_letters(run)}")
+                             f"({acc['max_rhat']:.3f}) {run.wall:.1f} {failed_letters(run)}")
             print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
     print("| sum of min bulk ESS | | " + " | ".join(f"{totals[k]:.0f}" for k in variants) + " |")
     runs = len(models) * len(seeds)

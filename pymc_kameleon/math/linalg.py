@@ -15,6 +15,7 @@ __all__ = [
     "gaussian_factor",
     "gaussian_logpdf",
     "lowrank_root",
+    "orthonormalise",
     "refine_lowrank_root",
     "ridge_solves",
     "safe_cholesky",
@@ -515,14 +516,14 @@ def refine_lowrank_root(
         # even the whole basis leaves more than the tolerance out (the covariance moved,
         # e.g. at a restart): one power step on a basis grown by half, within this call
         extra = rng.standard_normal((D, min(D, k + max(oversample, k // 2)) - k))
-        basis = _orthonormalise(np.hstack([power @ V, extra]))
+        basis = orthonormalise(np.hstack([power @ V, extra]))
     R = ((basis @ V[:, :keep]) * np.sqrt(np.maximum(theta[:keep], 0.0))).T
     # next basis: one power step, Ritz order, resized to the rank plus the oversampling
     k_next = min(k, keep + max(oversample, keep // 4))
-    return R, _orthonormalise((power @ V)[:, :k_next])
+    return R, orthonormalise((power @ V)[:, :k_next])
 
 
-def _orthonormalise(A: np.ndarray) -> np.ndarray:
+def orthonormalise(A: np.ndarray) -> np.ndarray:
     """Orthonormal basis of the columns of ``A`` (full column rank): Cholesky QR on the
     columns scaled to unit norm, Householder QR when that is not accurate enough.
 

@@ -30,11 +30,9 @@ class FastKameleonStep(LocalGaussianStep):
 
     and the Metropolis-Hastings ratio uses the reverse density with ``J(x*)``.
 
-    ``C`` enters the proposal through a low-rank factor ``R^T R`` that the draw and both
-    densities of the ratio share, so the chain stays exact.  While PyMC tunes, the feature
-    moments, the bandwidth, ``eta^2`` and ``gamma`` adapt; ``stop_tuning()`` freezes them, so
-    the draws come from one fixed Metropolis-Hastings kernel.  The factorisation, the
-    schedule and the costs are on the algorithm's page, ``docs/algorithms/fkamh.md``.
+    While PyMC tunes, the feature moments, the bandwidth, ``eta^2`` and ``gamma`` adapt;
+    ``stop_tuning()`` freezes them.  The low-rank factor of ``C`` the ratio shares, the
+    schedule and the costs: ``docs/algorithms/fkamh.md``.
 
     Parameters
     ----------
@@ -66,10 +64,8 @@ class FastKameleonStep(LocalGaussianStep):
     adaptation_class : type, default FastKameleonAdaptation
         The kernel built from the parameters above (a subclass changes a rule, e.g.
         ``bandwidth_tolerance``).
-    n_steps, warmup_draws, laplace, on_error
-        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`: MH iterations per draw
-        (default ``max(5, d)``), warm-up length, Laplace start, what an exception raised by the
-        log density does (``"raise"``, the default, or ``"reject"``: a counted rejection).
+    n_steps, warmup_draws, laplace, on_error, callback, logp_wrapper
+        See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.
 

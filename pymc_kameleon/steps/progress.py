@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from rich.progress import TextColumn
 from rich.table import Column
 
-__all__ = ["progress_text", "progress_update", "progressbar_config"]
+__all__ = ["ProgressColumns", "progress_text", "progress_update", "progressbar_config"]
 
 Columns = Sequence[tuple[str, str]]
 
@@ -44,3 +44,18 @@ def progress_text(stat: str, value: float, tune: bool) -> str:
     if math.isnan(value):
         return "warm-up" if tune else "-"
     return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
+
+
+class ProgressColumns:
+    """PyMC's progress-bar hooks of a step class, from its ``progress_columns``."""
+
+    #: (stat name, progress bar header) pairs shown during sampling.
+    progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
+
+    @classmethod
+    def _progressbar_config(cls, n_chains=1):
+        return progressbar_config(cls.progress_columns, n_chains)
+
+    @classmethod
+    def _make_progressbar_update_functions(cls):
+        return (progress_update(cls.progress_columns),)
