@@ -103,3 +103,39 @@ def test_logp_wrapper_counts_and_injects_faults(gauss):
 def test_last_info_is_none_before_the_first_iteration(gauss):
     with gauss:
         assert RandomWalkStep().last_info is None
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_each_chains_total_evaluations_survive_discarded_tuning(gauss, cores):
+    """``n_evals_total`` of a chain's last draw is every evaluation the chain spent (its
+    start, the Laplace search, tuning): the per-draw counts summed over the tuning and the
+    posterior draws, which ``discard_tuned_samples`` would drop."""
+    kept = sample(gauss, lambda: RandomWalkStep(), draws=40, tune=80, chains=2, cores=cores,
+                  seed=6, discard_tuned_samples=False)
+    per_draw = np.concatenate([kept.warmup_sample_stats["n_evals"].values,
+                               kept.sample_stats["n_evals"].values], axis=1)
+    total = kept.sample_stats["n_evals_total"].values
+    np.testing.assert_array_equal(total[:, -1], per_draw.sum(axis=1))
+    np.testing.assert_array_equal(total, np.cumsum(per_draw, axis=1)[:, 80:])
+    assert per_draw[:, 0].min() > per_draw[:, 1].max()  # the start's search is in it
+    dropped = sample(gauss, lambda: RandomWalkStep(), draws=40, tune=80, chains=2,
+                     cores=cores, seed=6)
+    np.testing.assert_array_equal(dropped.sample_stats["n_evals_total"].values[:, -1],
+                                  total[:, -1])
+
+
+def test_laplace_budget_caps_the_start(gauss):
+    """``laplace_max_evals`` caps every evaluation of the Laplace start (prior draws,
+    searches, Hessians, checks): a budget below what it spends stops it with a warning, and
+    the chain starts from its own start (no Laplace mode)."""
+    def first_draw(**kwargs):
+        idata = _run(gauss, lambda: RandomWalkStep(laplace=True, **kwargs))
+        stats = idata.warmup_sample_stats
+        return int(stats["n_evals"].values[0, 0]), int(stats["laplace_start"].values[0, 0])
+
+    free, _ = first_draw()
+    assert free > 150  # the prior draws alone are 200
+    with pytest.warns(UserWarning, match="ran out of its laplace_max_evals=100"):
+        capped, kept = first_draw(laplace_max_evals=100)
+    n_steps = max(5, 2)
+    assert kept == -1 and capped <= 100 + 10 + n_steps  # the start's own checks: at most 10

@@ -37,7 +37,7 @@ from .density import LogDensity
 from .evaluations import FailedEvaluations, check_on_error
 from .messages import discrete_message, sampler_never_started
 from .metropolis import StepMetropolis
-from .progress import progress_update, progressbar_config
+from .progress import ProgressColumns
 from .records import BASE_STATS, StepInfo, fill_stats
 from .start import ChainStart
 from .state import KernelStepState, restore_state, save_state
@@ -46,7 +46,7 @@ from .store import PointSync, SharedEstimate, data_fingerprint
 __all__ = ["BaseKernelStep", "ChainState", "Proposal", "StepInfo", "random_walk_target"]
 
 
-class BaseKernelStep(ArrayStepShared):
+class BaseKernelStep(ProgressColumns, ArrayStepShared):
     """Base class for gradient-free, adaptive, pseudo-marginal-exact PyMC step methods.
 
     Parameters
@@ -70,8 +70,11 @@ class BaseKernelStep(ArrayStepShared):
         target (docs/tuning.md, "Where the warm-up starts").  Default: for a deterministic
         log density with ``d <= 100``.  The stat ``laplace_start`` says which start was kept.
     laplace_starts : int, default 4
-        Prior draws from which the Laplace start also searches the mode (each at most
-        ``200 (d + 1)`` evaluations, once per chain); ``0``: the chain's start only.
+        Prior draws from which the Laplace start also searches the mode, once per chain;
+        ``0``: the chain's start only.
+    laplace_max_evals : int, optional
+        A budget of the Laplace start's evaluations, once per chain (default none); when it
+        runs out the chain starts without it, with a warning (docs/tuning.md).
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)
@@ -96,8 +99,6 @@ class BaseKernelStep(ArrayStepShared):
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = BASE_STATS
-    #: (stat name, progress bar header) pairs shown during sampling.
-    progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
     _state_class = KernelStepState
 
     def __new__(cls, *args, **kwargs):
@@ -121,6 +122,7 @@ class BaseKernelStep(ArrayStepShared):
         warmup_draws: int | None = None,
         laplace: bool | None = None,
         laplace_starts: int = 4,
+        laplace_max_evals: int | None = None,
         on_error: str = "raise",
         callback: Callable[[StepInfo], Any] | None = None,
         logp_wrapper: Callable[[Callable], Callable] | None = None,
@@ -153,6 +155,8 @@ class BaseKernelStep(ArrayStepShared):
         if warmup_draws is not None:
             warmup_draws = check_integral("warmup_draws", warmup_draws)
         laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
+        if laplace_max_evals is not None:
+            laplace_max_evals = check_integral("laplace_max_evals", laplace_max_evals)
         check_on_error(on_error)
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
@@ -177,7 +181,7 @@ class BaseKernelStep(ArrayStepShared):
         self._chain = Chain((self.warmup,) if adaptation is None else (self.warmup, adaptation),
                             self.dim, self._density, start, self.point_sync,
                             warmup_draws=warmup_draws, n_steps=n_steps, laplace=laplace,
-                            laplace_starts=laplace_starts)
+                            laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals)
         self.reset_tuning()
 
     # ------------------------------------------------------------------ public reads
@@ -185,6 +189,7 @@ class BaseKernelStep(ArrayStepShared):
     warmup_draws = property(lambda self: self._chain.warmup_draws)
     laplace = property(lambda self: self._chain.laplace)
     laplace_starts = property(lambda self: self._chain.laplace_starts)
+    laplace_max_evals = property(lambda self: self._chain.laplace_max_evals)
 
     @property
     def last_info(self) -> StepInfo | None:
@@ -216,11 +221,8 @@ class BaseKernelStep(ArrayStepShared):
 
     @property
     def preconditioner(self) -> AffineMap | None:
-        """The whitening map ``x = mean + chol @ u`` of the current chain, learned by the
-        warm-up (a copy; ``None`` before the chain's first draw).  Its ``cov`` is the
-        learned posterior covariance in the step's raveled coordinates, e.g. the initial
-        shape of another run, ``RandomWalkStep(cov=step.preconditioner.cov)``
-        (``docs/tuning.md``, the warm-up)."""
+        """The warm-up's whitening map ``x = mean + chol @ u`` of the chain (a copy; None
+        before its first draw); ``cov``: the learned posterior covariance (docs/tuning.md)."""
         walk = self._chain.record.walk
         if walk is None:
             return None
@@ -327,12 +329,14 @@ class BaseKernelStep(ArrayStepShared):
                     callback(self._info(it, phase, tune))
         self._last = (it, phase, tune)  # the last iteration's info, built only when read
         failed = self._density.failed
+        w.n_evals += evals
         stats = {
             "accept": accept_sum / n_steps,
             "accepted": moves / n_steps,
             "tune": tune,
             "model_logp": w.logp,
             "n_evals": evals,
+            "n_evals_total": w.n_evals,
             "laplace_start": w.start,
             "n_steps": n_steps,
             **failed.draw_stats(),
@@ -344,12 +348,3 @@ class BaseKernelStep(ArrayStepShared):
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         self.point_sync.remember(w, new, point)
         return new, [stats]
-
-    # ------------------------------------------------------------------ progress bar
-    @classmethod
-    def _progressbar_config(cls, n_chains=1):
-        return progressbar_config(cls.progress_columns, n_chains)
-
-    @classmethod
-    def _make_progressbar_update_functions(cls):
-        return (progress_update(cls.progress_columns),)

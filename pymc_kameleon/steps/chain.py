@@ -64,17 +64,19 @@ class Chain:
         Finds the chain's start at its first draw.
     point_sync : PointSync
         The stored values shared with the model's other steps.
-    warmup_draws, n_steps, laplace, laplace_starts
+    warmup_draws, n_steps, laplace, laplace_starts, laplace_max_evals
         The step's settings (see :class:`~.base.BaseKernelStep`).
     """
 
     def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
                  start: ChainStart, point_sync: PointSync, *, warmup_draws: int | None,
-                 n_steps: int | None, laplace: bool | None, laplace_starts: int):
+                 n_steps: int | None, laplace: bool | None, laplace_starts: int,
+                 laplace_max_evals: int | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws, self.n_steps_given = warmup_draws, n_steps
         self.laplace, self.laplace_starts = laplace, laplace_starts
+        self.laplace_max_evals = laplace_max_evals
         self.tune: int | None = None  # tuning draws, when PyMC tells the step
         self.reset()
 
@@ -123,7 +125,8 @@ class Chain:
         res = self.start.run(
             x, logp=self.density, search_logp=self.density.searching(),
             round=self.density.round, rng=rng, stored=stored, tune=tune, laplace=laplace,
-            laplace_starts=self.laplace_starts, point=point, point_map_info=q0.point_map_info)
+            laplace_starts=self.laplace_starts, laplace_max_evals=self.laplace_max_evals,
+            point=point, point_map_info=q0.point_map_info)
         caller_tune = caller_tuning_draws() if tune else None  # PyMC 5: from its chain loop
         if caller_tune is not None:
             self.tune = caller_tune

@@ -32,6 +32,7 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     "tune": (bool, []),
     "model_logp": (np.float64, []),
     "n_evals": (np.int64, []),
+    "n_evals_total": (np.int64, []),  # the chain's evaluations so far, every draw included
     # the start of the kept Laplace mode: -1 none (the chain's own start), 0 the chain's
     # start, k the k-th dispersed start (a prior draw)
     "laplace_start": (np.int64, []),
@@ -104,6 +105,7 @@ class ChainRecord:
     work: WorkPerDraw | None = None  # measures the autocorrelation late in tuning
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
+    n_evals: int = 0  # evaluations of the chain so far (its start and tuning included)
 
     def begin(self, res: StartResult, key: bytes, walk: WarmupState,
               work: WorkPerDraw | None) -> None:

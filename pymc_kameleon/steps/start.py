@@ -133,7 +133,8 @@ class ChainStart:
     def run(self, x: np.ndarray, *, logp: LogDensity, search_logp: LogDensity,
             round: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
             stored: float | None = None, tune: bool = True, laplace: bool | None = None,
-            laplace_starts: int = 0, point: dict | None = None,
+            laplace_starts: int = 0, laplace_max_evals: int | None = None,
+            point: dict | None = None,
             point_map_info: Any = None) -> StartResult:
         """Start a chain at ``x`` (the block's raveled values).
 
@@ -157,6 +158,9 @@ class ChainStart:
         laplace : bool or None
             The Laplace start: ``None`` where the log density is deterministic and ``d <=
             100``, ``True`` where it is deterministic, ``False`` never.
+        laplace_max_evals : int, optional
+            A bound on the Laplace start's evaluations (prior draws, searches, Hessians,
+            checks); when it runs out the chain starts without it, with a warning.
         laplace_starts : int
             Dispersed starts of the mode search.
         point, point_map_info : optional
@@ -205,7 +209,8 @@ class ChainStart:
             evals += n
         result = StartResult(x, value, noisy, evals)
         if tune and _use_laplace(laplace, noisy, x.size):
-            result = self._laplace(result, logp, search_logp, round, rng, laplace_starts)
+            result = self._laplace(result, logp, search_logp, round, rng, laplace_starts,
+                                   laplace_max_evals)
         return result
 
     @staticmethod
@@ -228,14 +233,22 @@ class ChainStart:
 
     def _laplace(self, start: StartResult, logp: LogDensity, search_logp: LogDensity,
                  round: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
-                 laplace_starts: int) -> StartResult:
+                 laplace_starts: int, budget: int | None) -> StartResult:
         """``start`` after the Laplace start: its covariance, and its mode where kept."""
         x = start.x
         user_start = self.user_start(x)
         starts = [] if user_start else self.dispersed_starts(x, rng, laplace_starts)
+        capped = _Budget(search_logp, budget)
+        search_logp = search_logp if budget is None else capped
         log_evidence, evals = self.prior_evidence(search_logp)
         res = laplace_start(search_logp, x, max_evals=200 * (x.size + 1), starts=starts,
                             log_evidence=log_evidence)
+        if capped.exhausted:  # an unfinished search describes nothing: start without it
+            warnings.warn(
+                f"{self.name}: the Laplace start ran out of its laplace_max_evals={budget} "
+                "evaluations; the warm-up starts from the chain's start without it.",
+                UserWarning, stacklevel=2)
+            return StartResult(x, start.logp, start.noisy, start.n_evals + capped.spent)
         n_evals = start.n_evals + res.n_evals + evals
         if res.degenerate:
             warnings.warn(
@@ -317,6 +330,20 @@ def _use_laplace(laplace: bool | None, noisy: bool, dim: int) -> bool:
     if laplace is None:
         return not noisy and dim <= _LAPLACE_MAX_DIM
     return bool(laplace) and not noisy
+
+
+class _Budget:
+    """``logp`` for at most ``budget`` evaluations, then ``-inf`` without evaluating."""
+
+    def __init__(self, logp: LogDensity, budget: int | None):
+        self.logp, self.budget, self.spent, self.exhausted = logp, budget, 0, False
+
+    def __call__(self, x: np.ndarray) -> float:
+        if self.spent >= self.budget:
+            self.exhausted = True
+            return -np.inf
+        self.spent += 1
+        return self.logp(x)
 
 
 def _raise_bad_start(model, step: str, x: np.ndarray, point, info) -> None:
