@@ -165,8 +165,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         super().__init__(vars, shared, blocked=True, rng=rng)
         name = f"{type(self).__name__}{list(self.var_names)}"
         # public: what "the chain's stored value" means (docs/api/steps.md, instrumentation)
-        self.point_sync = PointSync(SharedEstimate.for_model(model), self._data_fingerprint,
-                                    f"{type(self).__name__}{self.var_names}")
+        sync = PointSync(SharedEstimate.for_model(model), self._data_fingerprint,
+                         f"{type(self).__name__}{self.var_names}")
         # the evaluated density: the compiled one, or the user's wrapper around it
         self._density = LogDensity(
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
@@ -179,7 +179,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         start = ChainStart(model, vars, name=name,
                            estimators=bool(find_estimators(self._logp_fn)))
         self._chain = Chain((self.warmup,) if adaptation is None else (self.warmup, adaptation),
-                            self.dim, self._density, start, self.point_sync,
+                            self.dim, self._density, start, sync,
                             warmup_draws=warmup_draws, n_steps=n_steps, laplace=laplace,
                             laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals)
         self.reset_tuning()
@@ -190,6 +190,16 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     laplace = property(lambda self: self._chain.laplace)
     laplace_starts = property(lambda self: self._chain.laplace_starts)
     laplace_max_evals = property(lambda self: self._chain.laplace_max_evals)
+
+    @property
+    def point_sync(self) -> PointSync:
+        """When the incoming point is the chain's current one (its stored value kept) and
+        when it is evaluated anew (docs/api/steps.md); a subclass instance may replace it."""
+        return self._chain.point_sync
+
+    @point_sync.setter
+    def point_sync(self, value: PointSync) -> None:
+        self._chain.point_sync = value
 
     @property
     def last_info(self) -> StepInfo | None:
@@ -346,5 +356,5 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                          self.adaptation.stats(w.states[-1], tune)),
         }
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
-        self.point_sync.remember(w, new, point)
+        chain.point_sync.remember(w, new, point)
         return new, [stats]
