@@ -34,19 +34,19 @@ Separate runs on a shared machine differ by about +-10 %, too much to tell, so::
     python -m benchmarks.cost_per_step --against REV [--rev REV_A] [--pairs 6] [--rounds 60]
                                        [--block-ms 10] [--clock cpu] [--pin CPU] [--dims 2]
 
-exports REV's ``pymc_kameleon`` (``git archive``) to a temporary directory and starts
-``--pairs`` pairs of fresh processes: A with the working tree's package (or with REV_A's,
-exported too), B with REV's, first on ``PYTHONPATH`` so that it shadows the installed one
-(each process reports the ``pymc_kameleon.__file__`` it imported, which is checked); the
-``benchmarks`` code is the working tree's in both.  On ``banana_model(d)`` (one ``d``, default
-2: the cheapest density), each of our steps is made and warmed up in both processes with the
-same seed, then timed in ``--rounds`` rounds while tuning and as many after ``stop_tuning``; a
-round is a block of A and the same block of B in turn, who goes first alternating
-(``--block-ms`` long on A's warm-up), so that the two see the same load.  Blocks are read on
-the calling thread's CPU clock (``--clock cpu``; ``wall``: elapsed time), which leaves out the
-time a process waits for a core; ``--pin`` puts every process on one processor.  The table
-(each tree's median block in microseconds per MH iteration, the median of the rounds' ratios
-A / B and a bootstrap interval over the pairs of processes) replaces the section "Paired
+exports REV's ``pymc_kameleon`` (``git archive``) to a temporary directory, copies the working
+tree's there too (or exports REV_A's), and starts ``--pairs`` pairs of fresh processes: A with
+the working tree's package, B with REV's, first on ``PYTHONPATH`` so that it shadows the
+installed one (each process reports the ``pymc_kameleon.__file__`` it imported, which is
+checked); the ``benchmarks`` code is the working tree's in both. On ``banana_model(d)`` (one
+``d``, default 2: the cheapest density), each of our steps is made and warmed up in both
+processes with the same seed, then timed in ``--rounds`` rounds while tuning and as many after
+``stop_tuning``; a round is a block of A and the same block of B in turn, who goes first
+alternating (``--block-ms`` long on A's warm-up), so that the two see the same load. Blocks are
+read on the calling thread's CPU clock (``--clock cpu``; ``wall``: elapsed time), which leaves
+out the time a process waits for a core; ``--pin`` puts every process on one processor. The
+table (each tree's median block in microseconds per MH iteration, the median of the rounds'
+ratios A / B and a bootstrap interval over the pairs of processes) replaces the section "Paired
 comparison" of ``--out``, which a full run keeps.
 
 The time is split into the log density (the compiled PyTensor function, measured per call and
@@ -64,6 +64,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -351,12 +352,12 @@ def paired(against: str, pairs: int = 6, rounds: int = 60, dim: int = 2, block_m
            clock: str = "cpu", pin: int | None = None, rev: str | None = None) -> dict:
     """Time our steps on two trees, A and B, in pairs of fresh processes.
 
-    A is the working tree (or, given ``rev``, that revision), B the revision ``against``;
-    revisions are exported to a temporary directory.  Each pair starts one process of each
-    (seed: the pair's index, so both run the same chain); for every step and phase they run
-    ``rounds`` rounds: a timed block of A and the same block of B in turn (A B, B A, A B,
-    ...), so that the two blocks of a round see the same load.  A block lasts about
-    ``block_ms`` on A's warm-up.
+    A is the working tree's package (or, given ``rev``, that revision's), B the revision
+    ``against``'s; both are copied or exported to a temporary directory.  Each pair starts
+    one process of each (seed: the pair's index, so both run the same chain); for every step
+    and phase they run ``rounds`` rounds: a timed block of A and the same block of B in
+    turn (A B, B A, A B, ...), so that the two blocks of a round see the same load.  A block
+    lasts about ``block_ms`` on A's warm-up.
 
     Returns ``{label: {phase: {"a": ..., "b": ...}}}``: arrays (pairs, rounds) of
     microseconds per MH iteration.
@@ -367,7 +368,12 @@ def paired(against: str, pairs: int = 6, rounds: int = 60, dim: int = 2, block_m
     out = {label: {ph: {"a": [], "b": []} for ph in PAIRED_PHASES} for label in labels}
     with tempfile.TemporaryDirectory(prefix="cost-paired-") as tmp:
         tree_b = export_package(against, Path(tmp) / "b")
-        tree_a = ROOT if rev is None else export_package(rev, Path(tmp) / "a")
+        tree_a = Path(tmp) / "a"
+        if rev is None:  # a copy, as B is: no side has the other's caches (Numba's, .pyc)
+            shutil.copytree(ROOT / "pymc_kameleon", tree_a / "pymc_kameleon",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            export_package(rev, tree_a)
         for i in range(pairs):
             sides = [_Side(tree, Path(tmp), worker_args) for tree in (tree_a, tree_b)]
             try:
