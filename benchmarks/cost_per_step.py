@@ -28,6 +28,27 @@ PyMC's ``sampling_time`` per chain and per MH iteration, as a ratio to DEMetropo
 ``KameleonStep,RandomWalkStep``: PyMC's Slice at ``d = 100`` would take minutes), and
 ``--dims ""`` skips the per-iteration part.
 
+Paired mode: is the working tree's cost per iteration within a few per cent of a revision's?
+Separate runs on a shared machine differ by about +-10 %, too much to tell, so::
+
+    python -m benchmarks.cost_per_step --against REV [--rev REV_A] [--pairs 6] [--rounds 60]
+                                       [--block-ms 10] [--clock cpu] [--pin CPU] [--dims 2]
+
+exports REV's ``pymc_kameleon`` (``git archive``) to a temporary directory, copies the working
+tree's there too (or exports REV_A's), and starts ``--pairs`` pairs of fresh processes: A with
+the working tree's package, B with REV's, first on ``PYTHONPATH`` so that it shadows the
+installed one (each process reports the ``pymc_kameleon.__file__`` it imported, which is
+checked); the ``benchmarks`` code is the working tree's in both. On ``banana_model(d)`` (one
+``d``, default 2: the cheapest density), each of our steps is made and warmed up in both
+processes with the same seed, then timed in ``--rounds`` rounds while tuning and as many after
+``stop_tuning``; a round is a block of A and the same block of B in turn, who goes first
+alternating (``--block-ms`` long on A's warm-up), so that the two see the same load. Blocks are
+read on the calling thread's CPU clock (``--clock cpu``; ``wall``: elapsed time), which leaves
+out the time a process waits for a core; ``--pin`` puts every process on one processor. The
+table (each tree's median block in microseconds per MH iteration, the median of the rounds'
+ratios A / B and a bootstrap interval over the pairs of processes) replaces the section "Paired
+comparison" of ``--out``, which a full run keeps.
+
 The time is split into the log density (the compiled PyTensor function, measured per call and
 multiplied by the evaluations made, from the ``n_evals`` stat for our steps), the step's own
 numerics and bookkeeping (its ``astep`` minus the log density) and PyMC's loop
@@ -39,14 +60,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
+import json
 import os
 import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import pymc as pm
+from scipy.stats import bootstrap
 from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
@@ -56,7 +86,7 @@ from pymc_kameleon.models import banana_model
 
 from .common import quiet_pymc
 
-__all__ = ["main", "time_step"]
+__all__ = ["export_package", "main", "paired", "time_step"]
 
 B = 0.1
 _WARMUP = 20
@@ -81,72 +111,105 @@ def _timed_factory(cls):
     return cls
 
 
-class _Timer:
-    """Wall time spent in a step's ``astep`` (wrapped on the instance)."""
+#: the clocks of the timed blocks: elapsed time, or the CPU time of the calling thread (which
+#: leaves out the time the process waits for a core another process holds)
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
 
-    def __init__(self, step):
+
+class _Timer:
+    """Time spent in a step's ``astep`` (wrapped on the instance), read on ``clock``."""
+
+    def __init__(self, step, clock: Callable[[], float] = time.perf_counter):
         self.total = 0.0
         inner = step.astep
 
         def astep(q0):
-            start = time.perf_counter()
+            start = clock()
             try:
                 return inner(q0)
             finally:
-                self.total += time.perf_counter() - start
+                self.total += clock() - start
 
         step.astep = astep
 
 
-def _logp_cost(step, point, n: int = 2000) -> float:
+def _logp_cost(step, point, n: int = 2000,
+               clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds per call of the block's compiled log density (ours only)."""
     x = np.concatenate([np.ravel(point[v.name]) for v in step.vars]).astype(float)
     fn = step.compiled_logp
     fn(x)
-    start = time.perf_counter()
+    start = clock()
     for _ in range(n):
         fn(x)
-    return (time.perf_counter() - start) / n
+    return (clock() - start) / n
 
 
-def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0) -> dict:
+class BlockTimer:
+    """A step on ``banana_model(dim)``, driven by ``step.step(point)`` in timed blocks.
+
+    Every time is read on ``clock`` (one of :data:`CLOCKS`); a block of ``n`` draws (default:
+    ``iters`` MH iterations, at least 5 draws) returns microseconds per MH iteration as
+    ``{"total", "logp", "numerics", "pymc"}``, split as described in the module doc.
+    """
+
+    def __init__(self, make, dim: int, iters: int, ours: bool, seed: int = 0,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.model = banana_model(dim, b=B)
+        with self.model:
+            self.step = make()
+        self.ours, self.clock = ours, clock
+        self.n_steps = getattr(self.step, "n_steps", 1) if ours else 1
+        self.draws = max(iters // self.n_steps, 5)
+        start_chain(self.step, np.random.default_rng(seed), tune=10**6, draws=0)
+        self.timer = _Timer(self.step, clock)
+        self.point = self.model.initial_point()
+        self.logp = _logp_cost(self.step, self.point, clock=clock) if ours else float("nan")
+
+    def block(self, n: int | None = None) -> dict:
+        """Run ``n`` draws (default ``self.draws``) and time them."""
+        n = self.draws if n is None else n
+        self.timer.total, evals = 0.0, 0
+        start = self.clock()
+        for _ in range(n):
+            self.point, stats = self.step.step(self.point)
+            evals += int(stats[0].get("n_evals", 0)) if self.ours else 0
+        wall = self.clock() - start
+        per = 1e6 / (n * self.n_steps)
+        logp_s = evals * self.logp if self.ours else 0.0
+        return {"total": wall * per, "logp": logp_s * per if self.ours else float("nan"),
+                "numerics": (self.timer.total - logp_s) * per,
+                "pymc": (wall - self.timer.total) * per}
+
+    def warm_up(self) -> dict:
+        """Compilation, caches and (ours) the end of the warm-up, a first refresh: the time
+        of this block is not a measurement."""
+        return self.block(_WARMUP + max(self.draws, 60) if self.ours else self.draws)
+
+    def stop_tuning(self) -> None:
+        """``stop_tuning``, then an untimed block: the frozen path may compile on its first
+        call."""
+        self.step.stop_tuning()
+        self.block(max(self.draws // 10, 5))
+
+
+def time_step(make, dim: int, iters: int, ours: bool, seed: int = 0,
+              clock: Callable[[], float] = time.perf_counter) -> dict:
     """Microseconds per MH iteration in each phase, split as described in the module doc.
 
-    Returns ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``, ``"rank"``.
+    Every time is read on ``clock`` (one of :data:`CLOCKS`).  Returns
+    ``{phase: {"total", "logp", "numerics", "pymc"}}`` and ``"n_steps"``, ``"rank"``.
     """
-    model = banana_model(dim, b=B)
-    with model:
-        step = make()
-    n_steps = getattr(step, "n_steps", 1) if ours else 1
-    draws = max(iters // n_steps, 5)
-    start_chain(step, np.random.default_rng(seed), tune=10**6, draws=0)
-    timer = _Timer(step)
-    point = model.initial_point()
-    logp = _logp_cost(step, point) if ours else float("nan")
-
-    def block(n: int) -> dict:
-        nonlocal point
-        timer.total, evals = 0.0, 0
-        start = time.perf_counter()
-        for _ in range(n):
-            point, stats = step.step(point)
-            evals += int(stats[0].get("n_evals", 0)) if ours else 0
-        wall = time.perf_counter() - start
-        per = 1e6 / (n * n_steps)
-        logp_s = evals * logp if ours else 0.0
-        return {"total": wall * per, "logp": logp_s * per if ours else float("nan"),
-                "numerics": (timer.total - logp_s) * per, "pymc": (wall - timer.total) * per}
-
-    block(_WARMUP + max(draws, 60) if ours else draws)  # warm-up, compilation, first refresh
-    out = {"tune early": block(draws)}
+    timer = BlockTimer(make, dim, iters, ours, seed, clock)
+    timer.warm_up()
+    out = {"tune early": timer.block()}
     if ours:
-        block(2 * draws)
-        out["tune late"] = block(draws)
-    step.stop_tuning()
-    block(max(draws // 10, 5))  # untimed: the frozen path may compile on its first call
-    out["draws"] = block(draws)
-    out["n_steps"] = n_steps
-    adapt = getattr(step, "_adapt", None)
+        timer.block(2 * timer.draws)
+        out["tune late"] = timer.block()
+    timer.stop_tuning()
+    out["draws"] = timer.block()
+    out["n_steps"] = timer.n_steps
+    adapt = getattr(timer.step, "_adapt", None)
     out["rank"] = getattr(adapt, "rank", None)
     return out
 
@@ -181,6 +244,247 @@ def time_sample(make, dim: int, tune: int, draws: int, ours: bool, seed: int = 0
     return sorted(runs, key=lambda r: r["us"])[len(runs) // 2]
 
 
+#: the repository root: its ``benchmarks`` package drives both sides of a paired comparison
+ROOT = Path(__file__).resolve().parents[1]
+#: the phases a paired comparison reports: tuning after the warm-up, and after stop_tuning
+PAIRED_PHASES = ("tuning", "draws")
+#: heading of the paired comparison's section of ``--out`` (a full run keeps that section)
+PAIRED_HEADING = "## Paired comparison"
+
+
+def export_package(rev: str, dest: Path, repo: Path = ROOT) -> Path:
+    """Write ``pymc_kameleon`` as of git revision ``rev`` of ``repo`` into ``dest``.
+
+    Returns ``dest``: put it first on ``PYTHONPATH`` and it shadows the installed package.
+    """
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", rev,
+                              "pymc_kameleon"], check=True, capture_output=True).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def _worker(dim: int, iters: int, clock: str, pin: int | None) -> None:
+    """One side of a paired comparison: a :class:`BlockTimer` driven by commands on stdin.
+
+    Replies with one JSON line each on stdout: first the package's ``__file__`` (the parent
+    checks which tree it imported), then for ``start LABEL SEED`` (make the step, warm it
+    up) the warm-up's microseconds per draw, for ``stop_tuning`` null, for ``block N``
+    the microseconds per iteration of a block of ``N`` draws.
+    """
+    import pymc_kameleon
+
+    if pin is not None:
+        os.sched_setaffinity(0, {pin})
+    # the replies own stdout: whatever else is printed (C level included) goes to stderr
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def send(obj) -> None:
+        reply.write(json.dumps(obj) + "\n")
+        reply.flush()
+
+    quiet_pymc()
+    classes = {label: cls for label, cls, ours in STEPS if ours}
+    timer = None
+    send({"module": pymc_kameleon.__file__})
+    with threadpool_limits(limits=1):
+        for line in sys.stdin:
+            command, *arg = line.split()
+            if command == "start":
+                timer = BlockTimer(_timed_factory(classes[arg[0]]), dim, iters, True,
+                                   seed=int(arg[1]), clock=CLOCKS[clock])
+                send(timer.warm_up()["total"] * timer.n_steps)
+            elif command == "stop_tuning":
+                timer.stop_tuning()
+                send(None)
+            else:
+                send(timer.block(int(arg[0]))["total"])
+
+
+class _Side:
+    """A fresh :func:`_worker` process with ``tree``'s package first on the path."""
+
+    def __init__(self, tree: Path, cwd: Path, worker_args: list[str]):
+        self.tree = tree
+        path = [str(tree), str(ROOT)] + [v for v in [os.environ.get("PYTHONPATH")] if v]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+        self.log = tempfile.TemporaryFile("w+", dir=cwd)
+        # the working directory is neither tree: ``python -m`` puts it before PYTHONPATH
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.cost_per_step", "--worker", *worker_args],
+            cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            text=True)
+        ran = Path(self.ask(None)["module"]).resolve().parent
+        if ran != (tree / "pymc_kameleon").resolve():
+            self.close()
+            raise RuntimeError(f"the worker for {tree} imported {ran}")
+
+    def ask(self, command: str | None):
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise RuntimeError(f"the worker for {self.tree} ended:\n{self.log.read()[-3000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.log.close()
+
+
+def _round(sides: list[_Side], command: str, r: int) -> list[float]:
+    """One round: ``command`` to both sides in turn, and their replies, A's first.
+
+    Who goes first alternates from round to round: a block that follows the other process's
+    block (cache and scheduler state) may cost more than the one after it.
+    """
+    order = sides if r % 2 == 0 else sides[::-1]
+    replies = [side.ask(command) for side in order]
+    return replies if r % 2 == 0 else replies[::-1]
+
+
+def paired(against: str, pairs: int = 6, rounds: int = 60, dim: int = 2, block_ms: float = 10.0,
+           clock: str = "cpu", pin: int | None = None, rev: str | None = None) -> dict:
+    """Time our steps on two trees, A and B, in pairs of fresh processes.
+
+    A is the working tree's package (or, given ``rev``, that revision's), B the revision
+    ``against``'s; both are copied or exported to a temporary directory.  Each pair starts
+    one process of each (seed: the pair's index, so both run the same chain); for every step
+    and phase they run ``rounds`` rounds: a timed block of A and the same block of B in
+    turn (A B, B A, A B, ...), so that the two blocks of a round see the same load.  A block
+    lasts about ``block_ms`` on A's warm-up.
+
+    Returns ``{label: {phase: {"a": ..., "b": ...}}}``: arrays (pairs, rounds) of
+    microseconds per MH iteration.
+    """
+    worker_args = ["--dims", str(dim), "--clock", clock]
+    worker_args += [] if pin is None else ["--pin", str(pin)]
+    labels = [label for label, _, ours in STEPS if ours]
+    out = {label: {ph: {"a": [], "b": []} for ph in PAIRED_PHASES} for label in labels}
+    with tempfile.TemporaryDirectory(prefix="cost-paired-") as tmp:
+        tree_b = export_package(against, Path(tmp) / "b")
+        tree_a = Path(tmp) / "a"
+        if rev is None:  # a copy, as B is: no side has the other's caches (Numba's, .pyc)
+            shutil.copytree(ROOT / "pymc_kameleon", tree_a / "pymc_kameleon",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            export_package(rev, tree_a)
+        for i in range(pairs):
+            sides = [_Side(tree, Path(tmp), worker_args) for tree in (tree_a, tree_b)]
+            try:
+                for label in labels:
+                    us_per_draw = [side.ask(f"start {label} {i}") for side in sides][0]
+                    for phase in PAIRED_PHASES:
+                        if phase == "draws":
+                            for side in sides:
+                                side.ask("stop_tuning")
+                        n = max(round(block_ms * 1e3 / us_per_draw), 5)
+                        a, b = np.array([_round(sides, f"block {n}", r)
+                                         for r in range(rounds)]).T
+                        out[label][phase]["a"].append(a)
+                        out[label][phase]["b"].append(b)
+            finally:
+                for side in sides:
+                    side.close()
+            print(f"pair {i + 1}/{pairs}:", ", ".join(
+                f"{label} " + " ".join(
+                    f"{np.median(out[label][ph]['a'][-1] / out[label][ph]['b'][-1]):.3f}"
+                    for ph in PAIRED_PHASES) for label in labels), flush=True)
+    return {label: {ph: {k: np.array(v) for k, v in phases.items()}
+                    for ph, phases in by_phase.items()} for label, by_phase in out.items()}
+
+
+def paired_ratio(a: np.ndarray, b: np.ndarray, confidence: float = 0.95,
+                 seed: int = 0) -> tuple[float, float, float]:
+    """The median of the blocks' paired ratios ``a / b`` (arrays (pairs, rounds)) and its
+    bootstrap interval, resampling whole pairs of processes (a process's own speed is
+    shared by its blocks)."""
+    ratio = a / b
+
+    def pooled_median(index: np.ndarray) -> float:
+        return float(np.median(ratio[index.astype(int)]))
+
+    if len(ratio) < 2:
+        return pooled_median(np.arange(len(ratio))), float("nan"), float("nan")
+    ci = bootstrap((np.arange(len(ratio)),), pooled_median, vectorized=False,
+                   confidence_level=confidence, method="percentile", n_resamples=2000,
+                   rng=np.random.default_rng(seed)).confidence_interval
+    return pooled_median(np.arange(len(ratio))), ci.low, ci.high
+
+
+def paired_rows(result: dict, confidence: float = 0.95) -> list[str]:
+    """Markdown table of :func:`paired`: each tree's median over its blocks, the median of
+    the paired ratios A / B and its interval (:func:`paired_ratio`)."""
+    rows = ["| step | phase | A us/iter | B us/iter | A / B, median of paired blocks "
+            f"| {confidence:.0%} interval | pairs x rounds |", "|---|---|---|---|---|---|---|"]
+    for label, phases in result.items():
+        for phase, res in phases.items():
+            med, low, high = paired_ratio(res["a"], res["b"], confidence)
+            rows.append(f"| {label} | {phase} | {np.median(res['a']):.1f} | "
+                        f"{np.median(res['b']):.1f} | {med:.3f} | {low:.3f} - {high:.3f} | "
+                        "{} x {} |".format(*res["a"].shape))
+    return rows
+
+
+def _split_sections(text: str, heading: str) -> tuple[str, str]:
+    """``text`` without, and the text of, the ``## `` sections whose heading starts with
+    ``heading`` (each up to the next ``## `` heading)."""
+    parts: tuple[list[str], list[str]] = ([], [])
+    inside = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            inside = line.startswith(heading)
+        parts[inside].append(line)
+    return "".join(parts[0]), "".join(parts[1])
+
+
+def _versions() -> str:
+    packages = ("pymc", "pytensor", "numpy") + (("numba",) if HAVE_NUMBA else ())
+    return ", ".join(f"{p} {version(p)}" for p in packages)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _main_paired(args, dim: int, argv_text: str) -> None:
+    """``--against``: the paired comparison, its section written into ``args.out``."""
+    started = datetime.datetime.now().astimezone()
+    load0, t0 = _load(), time.perf_counter()
+    result = paired(args.against, args.pairs, args.rounds, dim, args.block_ms, args.clock,
+                    args.pin, args.rev)
+    a_name = "the working tree" if args.rev is None else f"`{args.rev}`"
+    lines = [
+        f"{PAIRED_HEADING}: {a_name} (A) against `{args.against}` (B)", "",
+        f"- run: {started:%Y-%m-%d %H:%M %Z}, {(time.perf_counter() - t0) / 60:.1f} min; load "
+        f"average at start {load0}, at end {_load()}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores; Python "
+        f"{platform.python_version()}, {_versions()}",
+        f"- command: `python -m benchmarks.cost_per_step {argv_text}`", "",
+        f"`banana_model({dim}, b=0.1)`, our steps (`warmup_draws={_WARMUP}`), microseconds "
+        f"per MH iteration on the {args.clock} clock, while tuning (after the warm-up) and "
+        f"after `stop_tuning`. Each pair of fresh processes (A, B) runs {args.rounds} rounds "
+        f"per step and phase, a round a block of A and the same block of B in turn, who "
+        f"goes first alternating (about {args.block_ms:g} ms). A tree's figure is its "
+        "median block; A / B is the median of the rounds' ratios, its interval a bootstrap "
+        "over the pairs of processes. "
+        "A / B above 1: A is slower.", "",
+        *paired_rows(result), "",
+    ]
+    text = "\n".join(lines)
+    rest = ""
+    if args.out.exists():
+        rest, _ = _split_sections(args.out.read_text(), PAIRED_HEADING)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(rest.rstrip("\n") + "\n\n" + text if rest.strip() else text)
+    print(text)
+
+
 def _cell(res: dict) -> str:
     total, logp, num, loop = (res[k] for k in ("total", "logp", "numerics", "pymc"))
     logp_s = "-" if np.isnan(logp) else f"{logp:.1f}"
@@ -190,9 +494,10 @@ def _cell(res: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dims", default="2,8,10,32,100")
-    parser.add_argument("--iters", type=int, default=2000,
-                        help="MH iterations per timed block (at least 5 draws)")
+    parser.add_argument("--dims", default=None,
+                        help="comma-separated (default 2,8,10,32,100; paired mode: one, 2)")
+    parser.add_argument("--iters", type=int, default=None,
+                        help="MH iterations per timed block, at least 5 draws (default 2000)")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/cost_per_step.md"))
     parser.add_argument("--sample-dim", default="10",
                         help="dimensions of the end-to-end pm.sample comparison, "
@@ -202,7 +507,30 @@ def main(argv: list[str] | None = None) -> None:
                         help="runs per step of it (the median is reported)")
     parser.add_argument("--sample-steps", default=None,
                         help="labels of the steps of it, comma-separated (default: all)")
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="paired mode: compare our steps with those of git revision REV")
+    parser.add_argument("--rev", default=None,
+                        help="paired mode: compare REV's steps, not the working tree's")
+    parser.add_argument("--pairs", type=int, default=6,
+                        help="paired mode: pairs of fresh processes (A, B)")
+    parser.add_argument("--rounds", type=int, default=60,
+                        help="paired mode: timed blocks per tree, step and phase in a pair")
+    parser.add_argument("--block-ms", type=float, default=10.0,
+                        help="paired mode: the length of a timed block (on A's warm-up)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
+                        help="paired mode: the clock of the timed blocks")
+    parser.add_argument("--pin", type=int, default=None,
+                        help="paired mode: run every process on this processor")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker or args.against:
+        dim = int(args.dims.split(",")[0]) if args.dims else 2
+        if args.worker:  # its warm-up: 1000 MH iterations unless told
+            return _worker(dim, args.iters or 1000, args.clock, args.pin)
+        argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+        return _main_paired(args, dim, argv_text)
+    args.dims = "2,8,10,32,100" if args.dims is None else args.dims
+    args.iters = args.iters or 2000
     dims = [int(d) for d in args.dims.split(",") if d.strip()]
     sample_dims = [int(d) for d in args.sample_dim.split(",") if d.strip() and int(d) > 0]
     labels = [label for label, _, _ in STEPS]
@@ -213,7 +541,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown --sample-steps {unknown}; choose from {labels}")
     quiet_pymc()
     started = datetime.datetime.now().astimezone()
-    load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load0 = _load()
     t0 = time.perf_counter()
     results: dict[int, list] = {}
     with threadpool_limits(limits=1):
@@ -239,13 +567,12 @@ def main(argv: list[str] | None = None) -> None:
                                   repeats=args.sample_repeats)
                 sampled[d].append((label, res))
                 print("pm.sample", d, f"{label:18s}", res, flush=True)
-    packages = ("pymc", "pytensor", "numpy") + (("numba",) if HAVE_NUMBA else ())
-    versions = ", ".join(f"{p} {version(p)}" for p in packages)
+    versions = _versions()
     lines = [
         "# Cost per Metropolis-Hastings iteration",
         "",
         f"- run: {started:%Y-%m-%d %H:%M %Z}, {(time.perf_counter() - t0) / 60:.1f} min; load "
-        f"average at start {load0}, at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        f"average at start {load0}, at end {_load()}",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores (BLAS limited to 1 thread); "
         f"Python {platform.python_version()}, {versions}; compiled numerics: "
         f"{'Numba' if HAVE_NUMBA else 'NumPy fallback'}",
@@ -290,9 +617,12 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(f"| {label} | {res['seconds']:.2f} | {res['iterations']} | "
                          f"{res['us']:.1f} | {ratio} |")
     text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out.exists():  # keep the paired comparison's section
+        _, kept = _split_sections(args.out.read_text(), PAIRED_HEADING)
+        text += "\n" + kept if kept else ""
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    print(text)
 
 
 if __name__ == "__main__":

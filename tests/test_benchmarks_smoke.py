@@ -66,6 +66,8 @@ def test_logp_backend_break_even_lines():
 
 def test_cost_per_step_end_to_end_for_several_dimensions_and_some_steps(tmp_path):
     out = tmp_path / "cost.md"
+    paired = "## Paired comparison: the working tree (A) against `HEAD` (B)\n\n| x |\n"
+    out.write_text("# old table\n\n## d = 2\n\nold\n\n" + paired)
     cost_per_step.main(["--dims", "", "--out", str(out), "--sample-dim", "2,3",
                         "--sample-budget", "30,20", "--sample-repeats", "1",
                         "--sample-steps", "RandomWalkStep,pm.DEMetropolisZ"])
@@ -75,6 +77,7 @@ def test_cost_per_step_end_to_end_for_several_dimensions_and_some_steps(tmp_path
     assert text.count("| RandomWalkStep | ") == 2 and text.count("| pm.DEMetropolisZ | ") == 2
     assert "KameleonStep" not in text and "| 1.00 |" in text
     assert "--dims '' --iters" in text and "--sample-steps RandomWalkStep" in text
+    assert "old" not in text and text.endswith("\n" + paired)  # the paired section is kept
     with pytest.raises(SystemExit):
         cost_per_step.main(["--dims", "", "--sample-steps", "Kameleon"])
 
@@ -328,3 +331,27 @@ def test_local_scale_variants_build_the_named_steps(gauss):
         assert make_variant("kamh")().tail_weight == 0.0
     with pytest.raises(ValueError, match="unknown variant"):
         make_variant("nuts")
+
+
+def test_cost_per_step_paired_mode_against_head(tmp_path):
+    """``--against HEAD``: one pair of fresh processes (the working tree's package, HEAD's
+    exported), two tiny rounds; its section replaces the old one and keeps the rest."""
+    out = tmp_path / "cost.md"
+    out.write_text("# Cost\n\n## d = 2\n\nkept\n\n## Paired comparison: old\n\nold\n")
+    cost_per_step.main(["--against", "HEAD", "--pairs", "1", "--rounds", "2",
+                        "--block-ms", "0.5", "--out", str(out)])
+    text = out.read_text()
+    assert text.startswith("# Cost\n\n## d = 2\n\nkept\n\n## Paired comparison: the working")
+    assert "old" not in text and text.count("## Paired comparison") == 1
+    for label in ("KameleonStep", "FastKameleonStep", "KernelHMCStep", "RandomWalkStep"):
+        for phase in cost_per_step.PAIRED_PHASES:
+            assert f"| {label} | {phase} | " in text
+    assert text.count(" | 1 x 2 |") == 8
+
+
+def test_paired_ratio_is_the_median_of_the_blocks_ratios():
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
+    med, low, high = cost_per_step.paired_ratio(a, np.full_like(a, 2.0))
+    assert med == 1.0 and low <= med <= high
+    med, low, high = cost_per_step.paired_ratio(a[:1], np.ones((1, 3)))
+    assert med == 2.0 and np.isnan(low) and np.isnan(high)
