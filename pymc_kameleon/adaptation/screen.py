@@ -19,13 +19,8 @@ a :class:`ScreenState`):
 * ``final(state)``: tuning ends: nothing is learned afterwards, so the sampling phase is one
   time-homogeneous kernel whose invariant law is the target.
 
-References
-----------
-- Christen, J. A., Fox, C. (2005). Markov chain Monte Carlo using an approximation.
-  Journal of Computational and Graphical Statistics 14(4), 795-810.
-- Sherlock, C., Golightly, A., Henderson, D. A. (2017). Adaptive, delayed-acceptance MCMC
-  for targets with expensive likelihoods. Journal of Computational and Graphical
-  Statistics 26(2), 434-444.
+The references (Christen and Fox 2005; Sherlock, Golightly and Henderson 2017 for a likelihood
+estimator) are those of :mod:`pymc_kameleon.math.delayed_acceptance`.
 """
 
 from __future__ import annotations
