@@ -117,6 +117,23 @@ def moment_zscores(x: np.ndarray, mean: float, var: float) -> tuple[float, float
     return float(z_mean), float(z_var)
 
 
+def gaussian_groups_passing(draws: np.ndarray, cov: np.ndarray, n_groups: int,
+                            threshold: float = 4.0) -> int:
+    """Disjoint groups of chains whose mean and variance z-scores (:func:`moment_zscores`)
+    are all below ``threshold`` in absolute value, every coordinate, against a zero-mean
+    Gaussian of covariance ``cov``.
+
+    ``draws`` has shape (chain, draw, d); chains are split into ``n_groups`` equal groups.
+    """
+    size = draws.shape[0] // n_groups
+    passing = 0
+    for g in range(n_groups):
+        block = draws[g * size : (g + 1) * size]
+        z = [moment_zscores(block[:, :, j], 0.0, cov[j, j]) for j in range(draws.shape[2])]
+        passing += int(np.max(np.abs(z)) < threshold)
+    return passing
+
+
 def gaussian_posterior(prior_sd: float, n: int, total: float,
                        noise_sd: float = 1.0) -> tuple[float, float]:
     """Exact posterior (mean, sd) of ``mu`` with prior ``N(0, prior_sd^2)`` and ``n``

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from checks import GAUSS_COV, moment_zscores
+from checks import GAUSS_COV, gaussian_groups_passing
 
 import pymc_kameleon.math.delayed_acceptance as da
 from pymc_kameleon.math.delayed_acceptance import (
@@ -105,13 +105,7 @@ def _groups_passing(log_surrogate, seed, logp=_logp):
     n_chains = _GROUPS * _CHAINS_PER_GROUP
     x0 = rng.standard_normal((n_chains, 2)) @ _CHOL.T
     res = delayed_acceptance_walk(logp, log_surrogate, x0, 1.2 * _CHOL, _ITER + _BURN, rng)
-    draws = res.samples[:, _BURN:]
-    passing = 0
-    for g in range(_GROUPS):
-        block = draws[g * _CHAINS_PER_GROUP : (g + 1) * _CHAINS_PER_GROUP]
-        z = [moment_zscores(block[:, :, j], 0.0, GAUSS_COV[j, j]) for j in range(2)]
-        passing += int(np.max(np.abs(z)) < 4.0)
-    return passing, res
+    return gaussian_groups_passing(res.samples[:, _BURN:], GAUSS_COV, _GROUPS), res
 
 
 @pytest.mark.parametrize(("log_surrogate", "seed"), [(GOOD, 11), (BAD, 12)],
