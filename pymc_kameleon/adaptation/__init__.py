@@ -13,6 +13,8 @@
   (:mod:`.kernel_hmc`).
 * :class:`KameleonAdaptation`, :class:`FastKameleonAdaptation`: the local-Gaussian kernels
   of KAMH and F-KAMH and their adaptation (:mod:`.local_gaussian`).
+* :class:`SurrogateScreen`: delayed acceptance in front of any kernel's decision
+  (:mod:`.screen`); every kernel follows the protocol of :mod:`.kernel`.
 
 The warm-up shared by every step is the kernel of :mod:`.warmup_kernel` (init / propose /
 update / final on one chain's state); its numerics live in :mod:`.warmup` (whitening map,
@@ -26,9 +28,10 @@ from .kernel_hmc import KernelHMCAdaptation
 from .local_gaussian import FastKameleonAdaptation, KameleonAdaptation
 from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
+from .screen import SurrogateScreen
 from .selection import TrialSelection
 from .step_size import AnchoredStepSize
 
 __all__ = ["AnchoredStepSize", "FastKameleonAdaptation", "GeometricSchedule",
-           "KameleonAdaptation", "KernelHMCAdaptation", "RobbinsMonro", "TrialSelection",
-           "check_robbins_monro", "log_scale_step"]
+           "KameleonAdaptation", "KernelHMCAdaptation", "RobbinsMonro", "SurrogateScreen",
+           "TrialSelection", "check_robbins_monro", "log_scale_step"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
 
 from ..adaptation.kernel import ChainState, Iteration, Kernel, Proposal
+from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..compat import logp_compile_kwargs
@@ -38,7 +40,7 @@ from .evaluations import FailedEvaluations, check_on_error
 from .messages import discrete_message, sampler_never_started
 from .metropolis import StepMetropolis
 from .progress import ProgressColumns
-from .records import BASE_STATS, StepInfo, fill_stats
+from .records import BASE_STATS, SCREEN_OFF, StepInfo, fill_stats
 from .start import ChainStart
 from .state import KernelStepState, restore_state, save_state
 from .store import PointSync, SharedEstimate, data_fingerprint
@@ -75,6 +77,10 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     laplace_max_evals : int, optional
         A budget of the Laplace start's evaluations, once per chain (default none); when it
         runs out the chain starts without it, with a warning (docs/tuning.md).
+    screen : bool or SurrogateScreen, default False
+        Screen each proposal with a surrogate of the log density learned while tuning
+        (delayed acceptance, exact; :mod:`pymc_kameleon.adaptation.screen`): a proposal the
+        surrogate rejects costs no evaluation.  Stats ``screen_active``, ``evals_saved``.
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)
@@ -123,6 +129,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         laplace: bool | None = None,
         laplace_starts: int = 4,
         laplace_max_evals: int | None = None,
+        screen: bool | SurrogateScreen = False,
         on_error: str = "raise",
         callback: Callable[[StepInfo], Any] | None = None,
         logp_wrapper: Callable[[Callable], Callable] | None = None,
@@ -158,6 +165,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         if laplace_max_evals is not None:
             laplace_max_evals = check_integral("laplace_max_evals", laplace_max_evals)
         check_on_error(on_error)
+        if not isinstance(screen, SurrogateScreen):
+            screen = SurrogateScreen() if screen else None
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
         self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
@@ -181,7 +190,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         self._chain = Chain((self.warmup,) if adaptation is None else (self.warmup, adaptation),
                             self.dim, self._density, start, sync,
                             warmup_draws=warmup_draws, n_steps=n_steps, laplace=laplace,
-                            laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals)
+                            laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals,
+                            screen=screen)
         self.reset_tuning()
 
     # ------------------------------------------------------------------ public reads
@@ -318,8 +328,11 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         evals = chain.enter(q0, point, tune, rng)
         if tune:
             chain.begin_tuning_draw(rng)
-        w, mh, callback = chain.record, self._mh, self.callback
+        w, mh, callback, screen = chain.record, self._mh, self.callback, chain.screen
         mh.record, mh.rng = w, rng
+        if screen is not None:  # it learns from every evaluation, screens while accurate
+            mh.observer = partial(screen.update, w.screen)
+            mh = ScreenedMetropolis(mh, screen, w.screen)
         kernel, kstate, phase = chain.kernels[w.phase], w.states[w.phase], w.phase
         state = ChainState(w.precond.to_u(w.x), w.logp)
         accept_sum, moves = 0.0, 0
@@ -352,6 +365,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
             **failed.draw_stats(),
             "warning": failed.warning(self._density.name, self._density.info,
                                       self._chain_draws),
+            **(SCREEN_OFF if screen is None else screen.stats(w.screen)),
             **fill_stats(self.stats_dtypes_shapes, BASE_STATS,
                          self.adaptation.stats(w.states[-1], tune)),
         }

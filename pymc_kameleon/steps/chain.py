@@ -19,6 +19,7 @@ import numpy as np
 from pymc.blocking import RaveledVars
 
 from ..adaptation.kernel import DrawContext, Kernel
+from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws
@@ -66,17 +67,19 @@ class Chain:
         The stored values shared with the model's other steps.
     warmup_draws, n_steps, laplace, laplace_starts, laplace_max_evals
         The step's settings (see :class:`~.base.BaseKernelStep`).
+    screen : SurrogateScreen, optional
+        The surrogate screen in front of every Metropolis-Hastings decision.
     """
 
     def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
                  start: ChainStart, point_sync: PointSync, *, warmup_draws: int | None,
                  n_steps: int | None, laplace: bool | None, laplace_starts: int,
-                 laplace_max_evals: int | None = None):
+                 laplace_max_evals: int | None = None, screen: SurrogateScreen | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws, self.n_steps_given = warmup_draws, n_steps
         self.laplace, self.laplace_starts = laplace, laplace_starts
-        self.laplace_max_evals = laplace_max_evals
+        self.laplace_max_evals, self.screen = laplace_max_evals, screen
         self.tune: int | None = None  # tuning draws, when PyMC tells the step
         self.reset()
 
@@ -96,6 +99,8 @@ class Chain:
         self.record.states += [k.init(self.dim, self.warmup.scale0,
                                       kernel_draws(self.tune, self.length))
                                for k in self.kernels[1:]]
+        if self.screen is not None:
+            self.record.screen = self.screen.init(self.dim)
 
     def n_steps(self, tune: bool) -> int:
         """Iterations of the next draw: the user's count, else the kernel in use's default
@@ -157,6 +162,8 @@ class Chain:
                 w.phase += 1
                 w.states[w.phase] = self.kernels[w.phase].init(
                     self.dim, self.warmup.scale0, kernel_draws(self.tune, self.length))
+        if self.screen is not None:
+            self.screen.update_draw(w.screen)
         w.accepts = []
         w.draw += 1
 
@@ -166,6 +173,8 @@ class Chain:
         for i in sorted({len(self.kernels) - 1, w.phase}, reverse=True):
             if w.states[i] is not None:
                 self.kernels[i].final(w.states[i], rng)
+        if self.screen is not None:
+            self.screen.final(w.screen)
 
     def _measure_work(self) -> None:
         """Record the whitened position of the draw just done; at the window's end, set the

@@ -12,6 +12,8 @@ re-estimated; a non-finite value at the proposal is a rejection.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +40,7 @@ class StepMetropolis:
         self.record: ChainRecord | None = None  # the chain's: set by the step each draw
         self.rng: np.random.Generator | None = None  # the step's: set each draw
         self.last: tuple = (None, math.nan)  # the last evaluated (point, logp)
+        self.observer: Callable[[np.ndarray, float], Any] | None = None  # sees each one
 
     def to_x(self, position: np.ndarray) -> np.ndarray:
         """The model-space point of a whitened ``position`` (no evaluation)."""
@@ -64,6 +67,8 @@ class StepMetropolis:
         u_new = precond.to_u(x_new) if density.float32 else position
         logp = density.unchecked(x_new)  # the step ignores FP warnings for the whole draw
         self.last = (x_new, logp)
+        if self.observer is not None:
+            self.observer(x_new, logp)
         return ChainState(u_new, logp), x_new
 
     def decide(self, state: ChainState, new: ChainState, x_new: np.ndarray,

@@ -23,7 +23,8 @@ from ..adaptation.work import WorkPerDraw
 if TYPE_CHECKING:
     from .start import StartResult
 
-__all__ = ["BASE_STATS", "ChainRecord", "ChainState", "Proposal", "StepInfo", "fill_stats"]
+__all__ = ["BASE_STATS", "SCREEN_OFF", "ChainRecord", "ChainState", "Proposal", "StepInfo",
+           "fill_stats"]
 
 #: The stats every step reports per draw (name: dtype, shape), before its kernel's own.
 BASE_STATS: dict[str, tuple[Any, Any]] = {
@@ -40,7 +41,17 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     "n_nan": (np.int64, []),  # evaluations that gave NaN (rejected; reported)
     "n_errors": (np.int64, []),  # evaluations that raised, with on_error="reject"
     "warning": (SamplerWarning, None),  # the chain's report of the two (PyMC's stat)
+    # the surrogate screen (screen=...): whether it screens, the draw's first-stage and
+    # second-stage acceptance fractions, the evaluations its first stage saved
+    "screen_active": (bool, []),
+    "screen_stage1": (np.float64, []),
+    "screen_stage2": (np.float64, []),
+    "evals_saved": (np.int64, []),
 }
+
+#: The screen's stats of a step without one.
+SCREEN_OFF = {"screen_active": False, "screen_stage1": np.nan, "screen_stage2": np.nan,
+              "evals_saved": 0}
 
 
 @dataclass(frozen=True, eq=False)  # array fields: compare them with NumPy
@@ -106,6 +117,7 @@ class ChainRecord:
     work_factor: float = 1.0  # on the default iterations per draw (set once while tuning)
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
     n_evals: int = 0  # evaluations of the chain so far (its start and tuning included)
+    screen: Any = None  # the surrogate screen's state (screen=...)
 
     def begin(self, res: StartResult, key: bytes, walk: WarmupState,
               work: WorkPerDraw | None) -> None:
