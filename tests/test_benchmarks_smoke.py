@@ -355,3 +355,31 @@ def test_paired_ratio_is_the_median_of_the_blocks_ratios():
     assert med == 1.0 and low <= med <= high
     med, low, high = cost_per_step.paired_ratio(a[:1], np.ones((1, 3)))
     assert med == 2.0 and np.isnan(low) and np.isnan(high)
+
+
+def test_work_cap_sets_the_bound_inside_the_block_only(tmp_path, capsys):
+    """Inside ``work_cap(8)`` the schedule bounds the factor at 8 and ``final`` records it;
+    afterwards the default (4) and the classmethod are back.  ``--report`` counts a run that
+    meets the issue's tolerances (not the suite's) as passing."""
+    from benchmarks.work_cap import main, work_cap
+    from pymc_kameleon.adaptation.work import WorkPerDraw
+
+    chosen: list = []
+    with work_cap(8.0, chosen):
+        work = WorkPerDraw.schedule(1000, 500)
+        assert work.max_factor == 8.0
+        for draw in range(work.start, work.decide):
+            work.update(draw, np.array([1.0, float(draw % 5)]))  # one coordinate stuck
+        assert work.final() == 8.0
+    assert chosen == [(8.0, np.inf)]
+    assert WorkPerDraw.schedule(1000, 500).max_factor == 4.0
+    assert isinstance(WorkPerDraw.__dict__["schedule"], classmethod)
+    acc = {"max_rhat": 1.005, "min_ess_bulk": 500.0, "mean_err": 0.12, "sd_ratio": 0.95,
+           "worst_mean": "rho", "worst_sd": "alpha"}
+    run = {"sampler": "rw", "cap": 16.0, "tune": 1000, "seed": 1, "accuracy": acc,
+           "evals": 1000, "ess_per_1k_evals": 500.0, "factors": [16.0], "error": None}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"runs": [run]}))
+    main(["--report", str(path)])
+    out = capsys.readouterr().out
+    assert "| rw | 16 | 1000 | 1 | M / ✓ |" in out and "1 of 1 (1)" in out

@@ -9,7 +9,7 @@ import pytest
 from checks import sample
 
 from pymc_kameleon import RandomWalkStep
-from pymc_kameleon.adaptation.work import MIN_WINDOW, WorkPerDraw, _worst_tau
+from pymc_kameleon.adaptation.work import MAX_FACTOR, MIN_WINDOW, WorkPerDraw, _worst_tau
 
 
 def _ar1_factor(rho, n: int = 200, seed: int = 0) -> WorkPerDraw:
@@ -87,6 +87,26 @@ def test_schedule():
     assert (work.start, work.decide) == (350, 450)
     assert WorkPerDraw.schedule(None, 500) is None
     assert WorkPerDraw.schedule(300, 150) is None  # too short for a window
+
+
+def test_the_bound_on_the_factor_is_a_keyword():
+    """``schedule``'s ``max_factor`` (default 4) bounds the factor: a stuck coordinate
+    (infinite autocorrelation time) gets exactly the bound, 4, 8 or 100, and a chain whose
+    ``tau / 3`` lies below every bound (AR(1) 0.7) the same factor under each; a bound
+    below 1 is refused."""
+    assert WorkPerDraw.schedule(1000, 500).max_factor == MAX_FACTOR == 4.0
+    mixing = _ar1_factor([0.7, 0.0])
+    assert 1.0 < mixing.final() < 4.0
+    for bound in (None, 8.0, 100.0):
+        kw = {} if bound is None else {"max_factor": bound}
+        stuck, slow = (WorkPerDraw.schedule(1000, 500, **kw) for _ in range(2))
+        for draw, x in enumerate(mixing.positions, start=stuck.start):
+            stuck.update(draw, np.array([x[0], 0.0]))
+            slow.update(draw, x)
+        assert stuck.final() == (bound or 4.0)
+        assert slow.final() == mixing.final()
+    with pytest.raises(ValueError, match="max_factor"):
+        WorkPerDraw.schedule(1000, 500, max_factor=0.5)
 
 
 @pytest.fixture(scope="module")

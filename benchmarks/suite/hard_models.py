@@ -12,7 +12,9 @@ Each class was measured to defeat the steps' warm-up of 2026-11-26 (docs/benchma
 * :func:`pk_model`: a pharmacokinetic ODE (black box) whose posterior runs out along a long
   curved arm where Km and Vm grow together (d = 4);
 * :func:`gp_poisson_model`: a latent Gaussian process under Poisson counts, centred: a
-  funnel between the GP's amplitude and its 11 latent values (d = 13).
+  funnel between the GP's amplitude and its 11 latent values (d = 13);
+* :func:`gp_pois_regr_model`: posteriordb's ``gp_pois_regr-gp_pois_regr``, the latent GP
+  written non-centred as Stan writes it (d = 13); its reference is posteriordb's.
 
 Each has a reference parametrisation with the same posterior (NUTS can sample it) or a
 start for a long reference chain.
@@ -32,6 +34,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from scipy.integrate import odeint
+from scipy.linalg import solve_triangular
 
 from pymc_kameleon.models.ode import lotka_volterra_rhs  # the same equations, initial state free
 
@@ -42,6 +45,9 @@ __all__ = [
     "PK_CONC",
     "collinear_regression_whitened",
     "collinear_whitening",
+    "GP_POIS_REGR_K",
+    "gp_pois_regr_from_posteriordb",
+    "gp_pois_regr_model",
     "gp_poisson_model",
     "gp_poisson_noncentred",
     "hare_lynx_model",
@@ -475,3 +481,52 @@ def gp_poisson_model() -> pm.Model:
 def gp_poisson_noncentred() -> pm.Model:
     """The same posterior, non-centred: ``f = L(amp, ls) z`` (for the NUTS reference)."""
     return _gp(centred=False)
+
+
+# ------------------------------------------------------- posteriordb gp_pois_regr
+#: posteriordb's data ``gp_pois_regr``: 11 inputs and counts (public, posteriordb's
+#: ``posterior_database/data/data/gp_pois_regr.json.zip``).
+GP_POIS_REGR_X = np.arange(-10.0, 11.0, 2.0)
+GP_POIS_REGR_K = np.array([40, 37, 29, 12, 4, 3, 9, 19, 77, 82, 33])
+#: Stan's jitter on the covariance (``diag_matrix(rep_vector(1e-10, N))``).
+GP_POIS_REGR_JITTER = 1e-10
+
+
+def _gp_pois_regr_cov(alpha, rho):
+    """``gp_exp_quad_cov(x, alpha, rho) + 1e-10 I`` (NumPy or PyTensor arguments)."""
+    d2 = (GP_POIS_REGR_X[:, None] - GP_POIS_REGR_X[None, :]) ** 2
+    lib = pt if isinstance(alpha, pt.TensorVariable) else np
+    return alpha**2 * lib.exp(-0.5 * d2 / rho**2) + GP_POIS_REGR_JITTER * np.eye(d2.shape[0])
+
+
+def gp_pois_regr_model() -> pm.Model:
+    """posteriordb's ``gp_pois_regr-gp_pois_regr`` as its Stan model writes it (d = 13).
+
+    ``rho ~ Gamma(25, 4)``, ``alpha ~ HalfNormal(2)``, ``f_tilde ~ N(0, I_11)``,
+    ``f = L f_tilde`` with ``L L^T = alpha^2 exp(-(x - x')^2 / (2 rho^2)) + 1e-10 I``,
+    ``k ~ Poisson(exp(f))``: the hyperparameters act on the counts only through ``L``.
+    """
+    with pm.Model() as model:
+        rho = pm.Gamma("rho", alpha=25.0, beta=4.0)
+        alpha = pm.HalfNormal("alpha", 2.0)
+        f_tilde = pm.Normal("f_tilde", 0.0, 1.0, shape=GP_POIS_REGR_X.size)
+        chol = pt.linalg.cholesky(_gp_pois_regr_cov(alpha, rho))
+        f = pm.Deterministic("f", pt.dot(chol, f_tilde))
+        pm.Poisson("k", pt.exp(f), observed=GP_POIS_REGR_K)
+    return model
+
+
+def gp_pois_regr_from_posteriordb(draws: dict[str, np.ndarray]) -> np.ndarray:
+    """posteriordb's reference draws (``rho``, ``alpha``, ``f[1]`` .. ``f[11]``, each
+    ``(chains, draws)``) as the model's free variables ``(rho, alpha, f_tilde)``, shape
+    ``(chains, draws, 13)``: posteriordb stores ``f``, the model samples
+    ``f_tilde = L^{-1} f`` (L's condition number stays below 1e6 there, so the 15 digits
+    stored leave ``f_tilde`` exact to about 1e-9)."""
+    rho, alpha = np.asarray(draws["rho"], float), np.asarray(draws["alpha"], float)
+    f = np.stack([np.asarray(draws[f"f[{i + 1}]"], float)
+                  for i in range(GP_POIS_REGR_X.size)], axis=-1)
+    f_tilde = np.empty_like(f)
+    for idx in np.ndindex(rho.shape):
+        chol = np.linalg.cholesky(_gp_pois_regr_cov(float(alpha[idx]), float(rho[idx])))
+        f_tilde[idx] = solve_triangular(chol, f[idx], lower=True)
+    return np.concatenate([rho[..., None], alpha[..., None], f_tilde], axis=-1)

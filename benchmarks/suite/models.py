@@ -47,6 +47,8 @@ from .hard_models import (
     HARE_LYNX_START,
     collinear_regression_model,
     collinear_regression_whitened,
+    gp_pois_regr_from_posteriordb,
+    gp_pois_regr_model,
     gp_poisson_model,
     gp_poisson_noncentred,
     hare_lynx_model,
@@ -262,7 +264,9 @@ class ModelSpec:
     (i.i.d. draws of an exact sampler), ``"nuts"`` (long NUTS on ``reference_factory``,
     which defaults to ``factory`` and may be another parametrisation of the same
     posterior with the model's free variables as deterministics), ``"chain"`` (a long exact
-    gradient-free chain) or ``"file"`` (derived from an existing cached sample).
+    gradient-free chain), ``"file"`` (derived from an existing cached sample) or
+    ``"posteriordb"`` (posteriordb's reference draws of the posterior ``posteriordb``,
+    mapped to the model's free variables by ``from_posteriordb``).
     ``cheap``: one log-density evaluation costs little next to a sampler's bookkeeping
     (tens of µs); ``hard`` explains why a model is hard by design (empty if not).
     """
@@ -281,6 +285,8 @@ class ModelSpec:
     reference_factory: Callable[[], pm.Model] | None = None
     reference_target_accept: float = 0.9
     reference_initvals: dict | None = None
+    posteriordb: str = ""
+    from_posteriordb: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None
     available: Callable[[], bool] = lambda: True
 
     @property
@@ -411,5 +417,11 @@ MODELS: dict[str, ModelSpec] = {
         _spec("gp-poisson-nc", "the same latent GP, non-centred: f = L(amp, ls) z (d = 13)",
               gp_poisson_noncentred, 13, True, True, "nuts", "NUTS 4 x 5000 (target_accept 0.99)",
               reference_target_accept=0.99),
+        _spec("gp-pois-regr", "posteriordb gp_pois_regr: latent GP, non-centred as in Stan "
+              "(d = 13)", gp_pois_regr_model, 13, True, True, "posteriordb",
+              "posteriordb's reference draws (Stan, 10 x 1000 thinned), f_tilde = L^-1 f",
+              hard="the hyperparameters reach the counts only through L(alpha, rho) f_tilde",
+              posteriordb="gp_pois_regr-gp_pois_regr",
+              from_posteriordb=gp_pois_regr_from_posteriordb),
     )
 }

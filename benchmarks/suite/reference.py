@@ -18,7 +18,10 @@ draws (float32, evenly spaced over all chains); MCMC references also keep the 0.
 * ``nuts``: PyMC NUTS, 4 chains x 5000 draws after 2000 tuning, on the model or on another
   parametrisation of it (``reference_factory``);
 * ``chain``: a long exact gradient-free chain (``pm.DEMetropolisZ``, 4 x 40000 after 5000);
-* ``file``: derived from ``benchmarks/data/gp_glass_reference.npz`` (see benchmarks/gp_glass.py).
+* ``file``: derived from ``benchmarks/data/gp_glass_reference.npz`` (see benchmarks/gp_glass.py);
+* ``posteriordb``: posteriordb's reference draws (``--posteriordb DIR``: its
+  ``posterior_database/reference_posteriors/draws/draws`` folder, ``NAME.json.zip`` or
+  ``NAME.json``), mapped to the model's free variables.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import datetime
 import json
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +156,21 @@ def _mcmc(spec: ModelSpec, names: list[str], args, meta: dict):
     return _from_chains(stack_posterior(idata.posterior, names), meta)
 
 
+def posteriordb_draws(name: str, directory: Path) -> tuple[dict[str, np.ndarray], str]:
+    """posteriordb's reference draws of posterior ``name`` from ``directory`` (``NAME.json``
+    or ``NAME.json.zip``): each parameter as ``(chains, draws)``, and the file read."""
+    directory = Path(directory)
+    plain, packed = directory / f"{name}.json", directory / f"{name}.json.zip"
+    if plain.exists():
+        chains, source = json.loads(plain.read_text()), plain
+    elif packed.exists():
+        with zipfile.ZipFile(packed) as z:
+            chains, source = json.loads(z.read(f"{name}.json")), packed
+    else:
+        raise FileNotFoundError(f"neither {plain} nor {packed} exists (--posteriordb)")
+    return {k: np.array([c[k] for c in chains], dtype=float) for k in chains[0]}, str(source)
+
+
 def make_reference(spec: ModelSpec, args) -> Reference:
     """Compute the reference of ``spec`` (see the module docstring for the methods)."""
     quiet_pymc()
@@ -176,6 +195,12 @@ def make_reference(spec: ModelSpec, args) -> Reference:
             meta.update(source=str(GP_GLASS_CHAINS.relative_to(ROOT)),
                         source_command=str(f["command"]), source_date=str(f["date"]))
             mean, sd, sample = _from_chains(np.asarray(f["theta"], dtype=float), meta)
+    elif spec.reference == "posteriordb":
+        if getattr(args, "posteriordb", None) is None:
+            raise ValueError(f"{spec.name}: pass --posteriordb (posteriordb's draws folder)")
+        draws, source = posteriordb_draws(spec.posteriordb, args.posteriordb)
+        meta.update(posteriordb=spec.posteriordb, source=Path(source).name)
+        mean, sd, sample = _from_chains(spec.from_posteriordb(draws), meta)
     else:
         raise ValueError(f"unknown reference method {spec.reference!r}")
     meta["seconds"] = time.perf_counter() - start
@@ -201,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REFERENCE_DIR)
+    parser.add_argument("--posteriordb", type=Path, default=None,
+                        help="posteriordb's reference_posteriors/draws/draws folder")
     args = parser.parse_args(argv)
     args.command = " ".join(["python -m benchmarks.suite.reference",
                              *(sys.argv[1:] if argv is None else argv)])

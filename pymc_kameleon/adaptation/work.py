@@ -35,6 +35,8 @@ __all__ = ["WorkPerDraw"]
 MIN_WINDOW = 100
 #: Most draws in the measurement window.
 MAX_WINDOW = 200
+#: Default bound on the factor: 4 x the default work per draw.
+MAX_FACTOR = 4.0
 
 
 @dataclass
@@ -70,23 +72,28 @@ class WorkPerDraw:
     start: int
     decide: int
     target_tau: float = 3.0
-    max_factor: float = 4.0
+    max_factor: float = MAX_FACTOR
     positions: list = field(default_factory=list)
     tau: float = float("nan")
 
     @classmethod
-    def schedule(cls, tune: int | None, begin: int) -> WorkPerDraw | None:
+    def schedule(cls, tune: int | None, begin: int,
+                 max_factor: float = MAX_FACTOR) -> WorkPerDraw | None:
         """The window for ``tune`` tuning draws whose sampler runs from draw ``begin``: the
         last ``MAX_WINDOW`` draws of the second half of ``[begin, decide)``, where
         ``decide`` leaves a tenth of tuning (at least 50 draws) to adapt at the new work.
-        None when tuning is unknown or too short for a window of ``MIN_WINDOW`` draws."""
+        None when tuning is unknown or too short for a window of ``MIN_WINDOW`` draws.
+        ``max_factor`` bounds the factor (at least 1: the work never falls below the
+        default)."""
+        if not max_factor >= 1.0:
+            raise ValueError(f"max_factor must be at least 1, got {max_factor!r}")
         if not tune:
             return None
         decide = tune - max(50, tune // 10)
         start = max(begin + (decide - begin) // 2, decide - MAX_WINDOW)
         if decide - start < MIN_WINDOW:
             return None
-        return cls(start=start, decide=decide)
+        return cls(start=start, decide=decide, max_factor=float(max_factor))
 
     def update(self, draw: int, position: np.ndarray) -> None:
         """Record the (whitened) position at the end of tuning draw ``draw``."""

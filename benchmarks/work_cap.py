@@ -1,0 +1,142 @@
+"""The bound on the work per draw, and a longer tuning, on one suite model.
+
+``python -m benchmarks.work_cap --model gp-pois-regr --steps rw,kamh,fkamh,khmc
+--seeds 1,2,3 --caps 4,8,16 [--tune 1000] --json out.json``;
+``python -m benchmarks.work_cap --report out.json...`` prints the markdown table.
+
+Each run is the suite's (:func:`benchmarks.suite.runner.run_one`: ``pm.sample``'s defaults
+otherwise, chains one after the other, every log-density evaluation counted) with
+:class:`~pymc_kameleon.adaptation.work.WorkPerDraw`'s bound on the factor set to ``cap``
+(the default is :data:`~pymc_kameleon.adaptation.work.MAX_FACTOR`) and ``tune`` tuning
+draws.  Per run: the four criteria (R-hat, bulk ESS, means, sds), min bulk ESS, the
+evaluations, ESS per 1000 evaluations and the factor each chain chose (its ``tau`` too).
+Results: docs/benchmarks/work_cap.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from pymc_kameleon.adaptation import work
+
+from .suite.compare import cell
+from .suite.models import MODELS
+from .suite.reference import load_reference
+from .suite.runner import run_one
+
+__all__ = ["main", "report", "work_cap"]
+
+#: The issue's tolerances on means (reference sds) and sd ratios (the suite's are 0.1, 0.1).
+ISSUE_TOL = (0.15, 0.15)
+#: Table order of the samplers.
+ORDER = ("rw", "kamh", "fkamh", "khmc", "nuts")
+
+
+@contextlib.contextmanager
+def work_cap(cap: float, chosen: list):
+    """Within the block, every step's work-per-draw window bounds its factor by ``cap``;
+    each chain's ``(factor, tau)`` is appended to ``chosen``."""
+    schedule, final = work.WorkPerDraw.__dict__["schedule"], work.WorkPerDraw.final
+
+    def _final(self):
+        factor = final(self)
+        chosen.append((factor, self.tau))
+        return factor
+
+    work.WorkPerDraw.schedule = partial(schedule.__func__, work.WorkPerDraw, max_factor=cap)
+    work.WorkPerDraw.final = _final
+    try:
+        yield
+    finally:
+        work.WorkPerDraw.schedule, work.WorkPerDraw.final = schedule, final
+
+
+def report(paths: list[Path]) -> list[str]:
+    """The markdown lines: a row per run (sampler, bound, tuning, seed), then per sampler and
+    setting how many seeds met all four criteria."""
+    runs = [r for p in paths for r in json.loads(Path(p).read_text())["runs"]]
+    runs.sort(key=lambda r: (ORDER.index(r["sampler"]) if r["sampler"] in ORDER else 99,
+                             r["cap"], r["tune"], r["seed"]))
+    lines = ["| sampler | bound | tune | seed | criteria (suite / issue) | max R-hat | "
+             "min bulk ESS | worst mean err (sd) | worst sd ratio | evals | ESS per 1k evals | "
+             "factors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        a = r["accuracy"]
+        if not a:
+            lines.append(f"| {r['sampler']} | {r['cap']:g} | {r['tune']} | {r['seed']} | "
+                         f"error | | | | | | | {r['error']} |")
+            continue
+        factors = ", ".join(f"{f:.1f}" for f in r["factors"]) or "-"
+        lines.append(
+            f"| {r['sampler']} | {r['cap']:g} | {r['tune']} | {r['seed']} | "
+            f"{_mark(cell(r))} / {_mark(cell(r, *ISSUE_TOL))} | {a['max_rhat']:.3f} | "
+            f"{a['min_ess_bulk']:.0f} | {a['mean_err']:.2f} ({a['worst_mean']}) | "
+            f"{a['sd_ratio']:.2f} ({a['worst_sd']}) | {r['evals'] / 1e3:.0f}k | "
+            f"{r['ess_per_1k_evals']:.2f} | {factors} |")
+    lines += ["", "| sampler | bound | tune | seeds meeting the issue's criteria | mean evals | "
+              "mean ESS per 1k evals |", "|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["sampler"], r["cap"], r["tune"]), []).append(r)
+    for (sampler, cap, tune), rs in groups.items():
+        ok = [r["seed"] for r in rs if cell(r, *ISSUE_TOL) == "ok"]
+        lines.append(f"| {sampler} | {cap:g} | {tune} | {len(ok)} of {len(rs)} "
+                     f"({', '.join(map(str, ok)) or 'none'}) | "
+                     f"{np.mean([r['evals'] for r in rs]) / 1e3:.0f}k | "
+                     f"{np.mean([r['ess_per_1k_evals'] for r in rs]):.2f} |")
+    return lines
+
+
+def _mark(letters: str) -> str:
+    return "✓" if letters == "ok" else letters
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: one line of JSON per run on stdout, all of them in ``--json``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", type=Path, nargs="+", default=None,
+                        help="print the table of these --json files instead of running")
+    parser.add_argument("--model", default="gp-pois-regr")
+    parser.add_argument("--steps", default="rw,kamh,fkamh,khmc")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--caps", default="4,8,16")
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.report:
+        print("\n".join(report(args.report)))
+        return
+    spec, ref = MODELS[args.model], load_reference(args.model)
+    runs = []
+    for cap in (float(c) for c in args.caps.split(",")):
+        for sampler in args.steps.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                chosen: list = []
+                with work_cap(cap, chosen):
+                    res = run_one(spec, sampler, ref, args.tune, args.draws, args.chains, seed)
+                out = res.to_dict() | {"cap": cap, "criteria": cell(res.to_dict()),
+                                       "factors": [c[0] for c in chosen],
+                                       "taus": [c[1] for c in chosen]}
+                runs.append(out)
+                print(json.dumps({k: out[k] for k in (
+                    "sampler", "seed", "cap", "tune", "criteria", "evals", "wall",
+                    "ess_per_1k_evals", "factors", "accuracy", "error")}), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps({"command": " ".join(
+                        ["python -m benchmarks.work_cap", *(sys.argv[1:] if argv is None
+                                                            else argv)]), "runs": runs},
+                        indent=1))
+
+
+if __name__ == "__main__":
+    main()
