@@ -14,33 +14,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
 import pymc as pm
 from pymc.blocking import RaveledVars
-from pymc.pytensorf import compile as compile_pytensor
-from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
 
 from ..adaptation.kernel import ChainState, Iteration, Kernel, Proposal
-from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
+from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
-from ..compat import logp_compile_kwargs
 from ..pseudo_marginal import find_estimators, reseed_estimators
-from ..validation import check_integral
 from .chain import PHASES, Chain
-from .density import LogDensity
+from .density import LogDensity, compile_block_logp
 from .evaluations import FailedEvaluations, check_on_error
 from .messages import discrete_message, sampler_never_started
 from .metropolis import StepMetropolis
 from .progress import ProgressColumns
-from .records import BASE_STATS, SCREEN_OFF, StepInfo, fill_stats
+from .records import BASE_STATS, StepInfo
 from .start import ChainStart
 from .state import KernelStepState, restore_state, save_state
 from .store import PointSync, SharedEstimate, data_fingerprint
@@ -148,28 +143,14 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
             raise ValueError(discrete_message(type(self).__name__, vars))
         if not vars:
             raise ValueError(f"{type(self).__name__}: no continuous variables to sample")
-        shared = make_shared_replacements(initial_point, vars, model)
-        [logp], raveled_input = join_nonshared_inputs(
-            point=initial_point, outputs=[model.logp()], inputs=vars, shared_inputs=shared)
-        self._logp_fn = compile_pytensor([raveled_input], logp,
-                                          **logp_compile_kwargs(compile_kwargs))
-        self._logp_fn.trust_input = True
-        self.dim = int(sum(np.size(initial_point[v.name]) for v in vars))
+        self._logp_fn, shared, self.dim = compile_block_logp(model, vars, initial_point,
+                                                              compile_kwargs)
         if self.dim == 0:
             raise ValueError(f"{type(self).__name__}: the variables {[v.name for v in vars]} "
                              "have no elements (size 0): nothing to sample")
-        n_steps = None if n_steps is None else check_integral("n_steps", n_steps)
-        if warmup_draws is not None:
-            warmup_draws = check_integral("warmup_draws", warmup_draws)
-        laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
-        if laplace_max_evals is not None:
-            laplace_max_evals = check_integral("laplace_max_evals", laplace_max_evals)
         check_on_error(on_error)
-        if not isinstance(screen, SurrogateScreen):
-            screen = SurrogateScreen() if screen else None
         self.callback = callback
         self._last: tuple | None = None  # the last iteration's StepInfo fields, unbuilt
-        self._chain_draws: int | None = None  # tuning + posterior draws, when PyMC tells us
         self.tune = True
         super().__init__(vars, shared, blocked=True, rng=rng)
         name = f"{type(self).__name__}{list(self.var_names)}"
@@ -284,8 +265,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         """PyMC >= 6: prepare one chain (generator, estimators, number of tuning draws)."""
         self.set_rng(rng)
-        self._chain.tune = int(tune)
-        self._chain_draws = int(tune) + int(draws)
+        self._chain.tune, self._chain.draws = int(tune), int(tune) + int(draws)
 
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
@@ -328,11 +308,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         evals = chain.enter(q0, point, tune, rng)
         if tune:
             chain.begin_tuning_draw(rng)
-        w, mh, callback, screen = chain.record, self._mh, self.callback, chain.screen
-        mh.record, mh.rng = w, rng
-        if screen is not None:  # it learns from every evaluation, screens while accurate
-            mh.observer = partial(screen.update, w.screen)
-            mh = ScreenedMetropolis(mh, screen, w.screen)
+        w, callback = chain.record, self.callback
+        mh = chain.metropolis(self._mh, rng)
         kernel, kstate, phase = chain.kernels[w.phase], w.states[w.phase], w.phase
         state = ChainState(w.precond.to_u(w.x), w.logp)
         accept_sum, moves = 0.0, 0
@@ -351,24 +328,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                 if callback is not None:
                     callback(self._info(it, phase, tune))
         self._last = (it, phase, tune)  # the last iteration's info, built only when read
-        failed = self._density.failed
-        w.n_evals += evals
-        stats = {
-            "accept": accept_sum / n_steps,
-            "accepted": moves / n_steps,
-            "tune": tune,
-            "model_logp": w.logp,
-            "n_evals": evals,
-            "n_evals_total": w.n_evals,
-            "laplace_start": w.start,
-            "n_steps": n_steps,
-            **failed.draw_stats(),
-            "warning": failed.warning(self._density.name, self._density.info,
-                                      self._chain_draws),
-            **(SCREEN_OFF if screen is None else screen.stats(w.screen)),
-            **fill_stats(self.stats_dtypes_shapes, BASE_STATS,
-                         self.adaptation.stats(w.states[-1], tune)),
-        }
+        stats = chain.draw_stats(self.stats_dtypes_shapes, tune, n_steps, evals,
+                                 accept_sum / n_steps, moves / n_steps)
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         chain.point_sync.remember(w, new, point)
         return new, [stats]

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 from pymc.blocking import RaveledVars
 
-from ..adaptation.kernel import DrawContext, Kernel
-from ..adaptation.screen import SurrogateScreen
+from ..adaptation.kernel import DrawContext, Kernel, Metropolis
+from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
 from ..adaptation.work import WorkPerDraw
 from ..compat import caller_tuning_draws
+from ..validation import check_integral
 from .density import LogDensity
-from .records import ChainRecord
+from .metropolis import StepMetropolis
+from .records import BASE_STATS, SCREEN_OFF, ChainRecord, fill_stats
 from .start import ChainStart
 from .store import PointSync
 
@@ -42,6 +45,10 @@ def warmup_length(warmup_draws: int | None, tune: int | None) -> int:
     if tune:
         return max(1, tune // 2)
     return _WARMUP_DRAWS
+
+
+def _integral_or_none(name: str, value) -> int | None:
+    return None if value is None else check_integral(name, value)
 
 
 def kernel_draws(tune: int | None, length: int) -> int | None:
@@ -74,13 +81,20 @@ class Chain:
     def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
                  start: ChainStart, point_sync: PointSync, *, warmup_draws: int | None,
                  n_steps: int | None, laplace: bool | None, laplace_starts: int,
-                 laplace_max_evals: int | None = None, screen: SurrogateScreen | None = None):
+                 laplace_max_evals: int | None = None,
+                 screen: bool | SurrogateScreen | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
-        self.warmup_draws, self.n_steps_given = warmup_draws, n_steps
-        self.laplace, self.laplace_starts = laplace, laplace_starts
-        self.laplace_max_evals, self.screen = laplace_max_evals, screen
+        self.warmup_draws = _integral_or_none("warmup_draws", warmup_draws)
+        self.n_steps_given = _integral_or_none("n_steps", n_steps)
+        self.laplace = laplace
+        self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
+        self.laplace_max_evals = _integral_or_none("laplace_max_evals", laplace_max_evals)
+        if not isinstance(screen, SurrogateScreen):
+            screen = SurrogateScreen() if screen else None
+        self.screen = screen
         self.tune: int | None = None  # tuning draws, when PyMC tells the step
+        self.draws: int | None = None  # tuning + posterior draws, when PyMC tells the step
         self.reset()
 
     @property
@@ -110,6 +124,38 @@ class Chain:
         w = self.record
         n = self.kernels[w.phase].n_steps(w.states[w.phase], self.dim, tune)
         return max(1, math.ceil(n * w.work_factor))
+
+    def metropolis(self, mh: StepMetropolis, rng: np.random.Generator) -> Metropolis:
+        """The draw's Metropolis-Hastings decisions on this chain: the step's, behind the
+        surrogate screen if there is one (it learns from every evaluation and screens while
+        it is accurate)."""
+        w = self.record
+        mh.record, mh.rng = w, rng
+        if self.screen is None:
+            return mh
+        mh.observer = partial(self.screen.update, w.screen)
+        return ScreenedMetropolis(mh, self.screen, w.screen)
+
+    def draw_stats(self, dtypes: dict, tune: bool, n_steps: int, evals: int, accept: float,
+                   moved: float) -> dict:
+        """The draw's stats (``dtypes``: the step's), the kernels' and the screen's included;
+        adds the draw's evaluations to the chain's total."""
+        w, failed = self.record, self.density.failed
+        w.n_evals += evals
+        return {
+            "accept": accept,
+            "accepted": moved,
+            "tune": tune,
+            "model_logp": w.logp,
+            "n_evals": evals,
+            "n_evals_total": w.n_evals,
+            "laplace_start": w.start,
+            "n_steps": n_steps,
+            **failed.draw_stats(),
+            "warning": failed.warning(self.density.name, self.density.info, self.draws),
+            **(SCREEN_OFF if self.screen is None else self.screen.stats(w.screen)),
+            **fill_stats(dtypes, BASE_STATS, self.kernels[-1].stats(w.states[-1], tune)),
+        }
 
     # ------------------------------------------------------------------ a draw's entry
     def enter(self, q0: RaveledVars, point, tune: bool, rng: np.random.Generator) -> int:

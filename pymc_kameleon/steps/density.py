@@ -18,11 +18,26 @@ from typing import Any
 import numpy as np
 import pytensor
 from pymc.blocking import RaveledVars
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 
+from ..compat import logp_compile_kwargs
 from .evaluations import FailedEvaluations, LogDensityError, check_on_error
 from .start import searching
 
-__all__ = ["LogDensity"]
+__all__ = ["LogDensity", "compile_block_logp"]
+
+
+def compile_block_logp(model, vars, initial_point: dict,
+                       compile_kwargs: dict | None) -> tuple[Any, dict, int]:
+    """The model's log density as a function of the block's raveled values (the other
+    variables shared), the shared replacements and the block's size."""
+    shared = make_shared_replacements(initial_point, vars, model)
+    [logp], raveled_input = join_nonshared_inputs(
+        point=initial_point, outputs=[model.logp()], inputs=vars, shared_inputs=shared)
+    fn = compile_pytensor([raveled_input], logp, **logp_compile_kwargs(compile_kwargs))
+    fn.trust_input = True
+    return fn, shared, int(sum(np.size(initial_point[v.name]) for v in vars))
 
 
 class LogDensity:
