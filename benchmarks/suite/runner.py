@@ -71,9 +71,13 @@ class RunResult:
     ``error`` is set (and the metrics are missing) when the run failed; ``skipped`` when it
     was not run.  ``stat_evals_per_draw`` is the mean of the step's own ``n_evals`` sample
     stat over the kept draws, when the step reports one (a cross-check of the counter, not
-    relied on).  ``tail_quantiles``: the 0.1 % and 99.9 % quantiles per scalar (shape
-    ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds; ``quantiles``:
-    the 1 % and 99 % quantiles, likewise (less noisy in a short run or reference).
+    relied on).  ``screen_active`` and ``screen_stage1``, when the step reports the surrogate
+    screen's stats: the share of chains whose screen was active at the first kept draw (it is
+    frozen at the end of tuning) and the mean fraction of screened iterations that passed its
+    first stage over the kept draws.  ``tail_quantiles``: the 0.1 % and 99.9 % quantiles per
+    scalar (shape ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds;
+    ``quantiles``: the 1 % and 99 % quantiles, likewise (less noisy in a short run or
+    reference).
     """
 
     model: str
@@ -89,6 +93,8 @@ class RunResult:
     divergences: int | None = None
     nuts_steps: int | None = None
     stat_evals_per_draw: float | None = None
+    screen_active: float | None = None
+    screen_stage1: float | None = None
     accuracy: dict = field(default_factory=dict)
     tail_quantiles: list | None = None
     quantiles: list | None = None
@@ -218,6 +224,9 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
         result.accept = _stat_mean(stats, ("accepted", "acceptance_rate", "accept"))
         if "n_evals" in stats:
             result.stat_evals_per_draw = _stat_mean(stats, ("n_evals",))
+        if "screen_active" in stats:
+            result.screen_active = _stat_mean(stats.isel(draw=0), ("screen_active",))
+            result.screen_stage1 = _stat_mean(stats, ("screen_stage1",))
         if sampler_spec.smc:  # per stage; ragged when the chains ran different numbers
             result.accept = float(np.mean(np.concatenate(
                 per_chain(stats["accept_rate"].values, chains))))

@@ -5,9 +5,12 @@ Every variant runs with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chain
 table of min bulk ESS, ESS per 1000 log-density evaluations and max R-hat per run is printed
 and the suite's criteria (✓, or the letters of the failing ones, as in the suite's tables)
 per run is printed as the runs finish, with the wall time of the run (step construction and
-``pm.sample``, chains one after the other), and the sum of the ESS and the number of runs
-that meet all four criteria per variant at the end.  Used by :mod:`benchmarks.fkamh_rank`,
-:mod:`benchmarks.kamh_gamma` and :mod:`benchmarks.iterations_per_draw`.
+``pm.sample``, chains one after the other) and its evaluations (thousands, every chain), and
+the sum of the ESS and the number of runs that meet all four criteria per variant at the end.
+A step that reports the surrogate screen's stats adds the share of chains screening after
+tuning and the first-stage acceptance (``screen active, stage 1``).  Used by
+:mod:`benchmarks.fkamh_rank`, :mod:`benchmarks.kamh_gamma`,
+:mod:`benchmarks.iterations_per_draw` and :mod:`benchmarks.screen_suite`.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ def compare_variants(models: list[str], seeds: list[int],
         key = f"variant: {label}"
         SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
         keys[label] = key
-    print("| model | seed | " + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria"
-                                         for label in variants) + " |")
+    print("| model | seed | "
+          + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria; evals"
+                       for label in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
     passed = dict.fromkeys(variants, 0)
@@ -58,8 +62,13 @@ def compare_variants(models: list[str], seeds: list[int],
                 acc = run.accuracy
                 totals[label] += acc["min_ess_bulk"]
                 passed[label] += bool(acc["all_ok"])
-                cells.append(f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
-                             f"({acc['max_rhat']:.3f}) {run.wall:.1f} {failed_letters(run)}")
+                cell = (f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
+                        f"({acc['max_rhat']:.3f}) {run.wall:.1f} {failed_letters(run)}; "
+                        f"{run.evals / 1000:.1f}k")
+                if run.screen_active is not None:
+                    cell += (f"; screen active {run.screen_active:.2f}, "
+                             f"stage 1 {run.screen_stage1:.2f}")
+                cells.append(cell)
             print(f"| {name} | {seed} | " + " | ".join(cells) + " |", flush=True)
     print("| sum of min bulk ESS | | " + " | ".join(f"{totals[k]:.0f}" for k in variants) + " |")
     runs = len(models) * len(seeds)
