@@ -25,6 +25,7 @@ BlackJAX's ``mcmc/`` and ``adaptation/``:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -33,7 +34,9 @@ import numpy as np
 from .warmup import NoiseCeiling
 
 __all__ = ["MIN_STEPS", "ChainState", "DrawContext", "DrawInfo", "Iteration", "Kernel",
-           "Metropolis", "Proposal", "default_n_steps"]
+           "Metropolis", "Proposal", "default_n_steps", "rejected_outright"]
+
+_sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector
 
 # Fewest iterations per draw by default: PyMC's loop, the stored value's key and the stats
 # cost a draw as much as a few iterations, and with five the suite's small models meet its
@@ -67,6 +70,13 @@ class Proposal:
 
     position: np.ndarray
     log_correction: float
+
+
+def rejected_outright(proposal: Proposal) -> bool:
+    """Whether ``proposal`` is rejected without an evaluation: a ``-inf`` correction (a
+    diverged trajectory) or a non-finite position (the sum is non-finite when an entry is;
+    also when finite entries near 1e308 overflow it, a region no target holds)."""
+    return proposal.log_correction == -math.inf or not math.isfinite(_sum(proposal.position))
 
 
 class Iteration(NamedTuple):

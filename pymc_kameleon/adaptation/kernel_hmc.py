@@ -301,10 +301,18 @@ class KernelHMCAdaptation:
         return noise.scaled(k.scaler.target)
 
     def stats(self, state: KernelHMCAdaptState, tune: bool) -> dict[str, float | int]:
-        """The draw's stats: :meth:`tuning_stats`, the last proposal's leapfrog steps and
-        the draw's diverged trajectories."""
-        n, state.n_diverged = state.n_diverged, 0
-        return {"n_leapfrog": state.n_leapfrog, "n_diverged": n, **self.tuning_stats(state)}
+        """The draw's stats: the surrogate in use (constant within a draw), the last
+        proposal's leapfrog steps and the draw's diverged trajectories."""
+        n, state.n_diverged, k = state.n_diverged, 0, state.current
+        return {
+            "n_leapfrog": state.n_leapfrog,
+            "n_diverged": n,
+            "step_size": k.scaler.value,
+            "bandwidth": k.bandwidth,
+            "kernel_sigma": 2.0 * k.bandwidth**2,
+            "lambda": k.lam,
+            "surrogate": 0 if k.estimator is None else SURROGATE_CODES[self.surrogate],
+        }
 
     @staticmethod
     def n_steps(state: KernelHMCAdaptState, dim: int, tune: bool) -> int:
@@ -315,17 +323,6 @@ class KernelHMCAdaptation:
         if not tune and state.current.estimator is None:
             return default_n_steps(dim)
         return max(1, int(np.ceil(np.sqrt(dim))))
-
-    def tuning_stats(self, state: KernelHMCAdaptState) -> dict[str, float | int]:
-        """The stats of the surrogate in use (constant within a draw)."""
-        k = state.current
-        return {
-            "step_size": k.scaler.value,
-            "bandwidth": k.bandwidth,
-            "kernel_sigma": 2.0 * k.bandwidth**2,
-            "lambda": k.lam,
-            "surrogate": 0 if k.estimator is None else SURROGATE_CODES[self.surrogate],
-        }
 
     # ------------------------------------------------------------------ kernel
     def init(self, dim: int, walk_scale: float,

@@ -371,10 +371,6 @@ class LocalGaussianAdaptation(ABC):
         return default_n_steps(dim)
 
     def stats(self, state: LocalGaussianAdaptState, tune: bool) -> dict[str, Any]:
-        """The tuned values a draw reports (:meth:`tuning_stats`)."""
-        return self.tuning_stats(state, tune)
-
-    def tuning_stats(self, state: LocalGaussianAdaptState, tune: bool) -> dict[str, Any]:
         """The tuned values a draw reports."""
         return {
             "scaling": self.scale(state),

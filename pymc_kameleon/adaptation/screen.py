@@ -35,7 +35,7 @@ from scipy.linalg import solve_triangular
 from ..math.delayed_acceptance import stage1_log_ratio, stage2_log_ratio
 from ..math.linalg import safe_cholesky
 from ..math.surrogate_regression import KernelRidgeSurrogate
-from .kernel import ChainState, Iteration, Metropolis, Proposal
+from .kernel import ChainState, Iteration, Metropolis, Proposal, rejected_outright
 
 __all__ = ["ScreenDraw", "ScreenState", "ScreenedMetropolis", "SurrogateScreen"]
 
@@ -293,8 +293,7 @@ class ScreenedMetropolis:
              probe: bool = False) -> Iteration:
         """One iteration: delayed acceptance while the screen is active, else the wrapped
         step's."""
-        if (not self.state.active or probe or proposal.log_correction == -math.inf
-                or not np.all(np.isfinite(proposal.position))):
+        if not self.state.active or probe or rejected_outright(proposal):
             return self.mh.step(state, proposal, adapts, probe)
         s_x = self._surrogate_at(state.position)
         if not math.isfinite(s_x):  # the current point must be finite for the ratios

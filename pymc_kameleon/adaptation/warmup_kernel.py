@@ -24,7 +24,7 @@ model): a frozen configuration (:class:`WarmupKernel`) whose small functions act
 chain's :class:`WarmupState` -- :meth:`~WarmupKernel.init`, :meth:`~WarmupKernel.step`
 (propose, then the step's Metropolis-Hastings decision), :meth:`~WarmupKernel.update` after
 each tuning iteration, :meth:`~WarmupKernel.update_draw` at each draw boundary (its
-:class:`WarmupInfo` says when a window closed and when the warm-up is over) and
+:class:`~.kernel.DrawInfo` says when a window closed and when the warm-up is over) and
 :meth:`~WarmupKernel.final`.  The kernel knows nothing of PyMC or of the sampler that takes
 over.
 
@@ -67,7 +67,7 @@ from .warmup import (
     window_ends,
 )
 
-__all__ = ["PROBE_EVERY", "WarmupInfo", "WarmupKernel", "WarmupState", "random_walk_target"]
+__all__ = ["PROBE_EVERY", "WarmupKernel", "WarmupState", "random_walk_target"]
 
 #: With a noisy log density, one warm-up iteration in ten proposes the current point again.
 PROBE_EVERY = 10
@@ -100,9 +100,6 @@ class WarmupState:
     dr_counts: list = field(default_factory=lambda: [0, 0])  # second stages, accepted (draw)
 
 
-#: What :meth:`WarmupKernel.update_draw` did: a window closed (the map changed), the warm-up
-#: is over (the sampler takes over from this draw).
-WarmupInfo = DrawInfo
 
 
 @dataclass(frozen=True)
@@ -233,14 +230,14 @@ class WarmupKernel:
 
     def update_draw_at(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
                        accepts: list | None = None, tune: int | None = None,
-                       logp: float | None = None) -> WarmupInfo:
+                       logp: float | None = None) -> DrawInfo:
         """At the start of tuning draw ``draw + 1`` (``draw`` done, ``length`` in the
         warm-up, ``tune`` in tuning if known): the scale from the last draw's acceptance
         probabilities ``accepts`` (probes excluded), and at a window's end a new map from
         the window.  ``logp``, the log density at ``x``, tells the first window where the
         climb from the initial point ended (without it the whole window is kept)."""
         if not self.adapt:
-            return WarmupInfo(False, not self.to_the_end and draw >= length)
+            return DrawInfo(False, not self.to_the_end and draw >= length)
         target = state.noise.target(state.rw.target)
         if accepts:
             state.rw.update(float(np.mean(accepts)), target=target)
@@ -248,7 +245,7 @@ class WarmupKernel:
         if state.window_index == 0 and logp is not None and draw <= ends[0]:
             self._follow_climb(state, draw, ends[0], logp)
         if draw not in ends:
-            return WarmupInfo(False, False)
+            return DrawInfo(False, False)
         # a tuning phase's last window (tuning_window_ends) merges with the one before it,
         # which stays open; its map changes little, so the scale keeps its tuned value
         # (docs/tuning.md, measured on docs/benchmarks/suite.md)
@@ -259,7 +256,7 @@ class WarmupKernel:
                            keep_scale=merged and draw == ends[-1])
         if whole_tuning and draw == ends[-1]:
             state.window = None  # the last window: from here on only the scale adapts
-        return WarmupInfo(True, not self.to_the_end and draw >= length)
+        return DrawInfo(True, not self.to_the_end and draw >= length)
 
     @staticmethod
     def _follow_climb(state: WarmupState, draw: int, first_end: int, logp: float) -> None:
@@ -352,7 +349,7 @@ class WarmupKernel:
         """After a tuning iteration: :meth:`record` it."""
         self.record(state, x, it.accept_prob, it.accepted, it.probe)
 
-    def update_draw(self, state: WarmupState, ctx: DrawContext) -> WarmupInfo:
+    def update_draw(self, state: WarmupState, ctx: DrawContext) -> DrawInfo:
         """At a tuning draw boundary: :meth:`update_draw_at` with the context's values."""
         return self.update_draw_at(state, ctx.x, ctx.draw, ctx.warmup_length, ctx.accepts,
                                    ctx.tune, ctx.logp)

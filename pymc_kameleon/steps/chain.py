@@ -110,9 +110,7 @@ class Chain:
     def reset(self) -> None:
         """A fresh chain: no point, the sampler's kernel in its initial state."""
         self.record = ChainRecord()
-        self.record.states += [k.init(self.dim, self.warmup.scale0,
-                                      kernel_draws(self.tune, self.length))
-                               for k in self.kernels[1:]]
+        self.record.states += [self._fresh_state(k) for k in self.kernels[1:]]
         if self.screen is not None:
             self.record.screen = self.screen.init(self.dim)
 
@@ -206,8 +204,7 @@ class Chain:
             if info.done and w.phase + 1 < len(self.kernels):
                 kernel.final(state, rng)
                 w.phase += 1
-                w.states[w.phase] = self.kernels[w.phase].init(
-                    self.dim, self.warmup.scale0, kernel_draws(self.tune, self.length))
+                w.states[w.phase] = self._fresh_state(self.kernels[w.phase])
         if self.screen is not None:
             self.screen.update_draw(w.screen)
         w.accepts = []
@@ -221,6 +218,10 @@ class Chain:
                 self.kernels[i].final(w.states[i], rng)
         if self.screen is not None:
             self.screen.final(w.screen)
+
+    def _fresh_state(self, kernel: Kernel):
+        """A sampler kernel's state as it takes over (its tuning draws as known now)."""
+        return kernel.init(self.dim, self.warmup.scale0, kernel_draws(self.tune, self.length))
 
     def _measure_work(self) -> None:
         """Record the whitened position of the draw just done; at the window's end, set the

@@ -17,13 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptation.kernel import ChainState, Iteration, Proposal
+from ..adaptation.kernel import ChainState, Iteration, Proposal, rejected_outright
 from .density import LogDensity
 from .records import ChainRecord
 
 __all__ = ["StepMetropolis"]
-
-_sum = np.add.reduce  # one ufunc call: the cheapest finiteness test of a vector (see step)
 
 
 class StepMetropolis:
@@ -49,10 +47,7 @@ class StepMetropolis:
     def step(self, state: ChainState, proposal: Proposal, adapts: bool = True,
              probe: bool = False) -> Iteration:
         """One decision on ``proposal``, with one evaluation unless it is rejected outright."""
-        # e.g. a diverged trajectory: no evaluation (the sum is non-finite when an entry is;
-        # also when finite entries near 1e308 overflow it, a region no target holds)
-        if proposal.log_correction == -math.inf or not math.isfinite(
-                _sum(proposal.position)):
+        if rejected_outright(proposal):  # e.g. a diverged trajectory: no evaluation
             return Iteration(state, 0.0, False, 0, adapts, probe)
         new, x_new = self.evaluate(proposal.position)
         state, accept_prob, accepted = self.decide(

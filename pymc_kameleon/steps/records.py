@@ -147,11 +147,6 @@ class ChainRecord:
         """The whitening map ``x = m + L u`` of the chain (the warm-up's, frozen after it)."""
         return self.walk.precond
 
-    @property
-    def laplace(self) -> bool:
-        """Whether the warm-up's prior is (still) the Laplace start's Gaussian."""
-        return self.walk.laplace
-
 
 def fill_stats(dtypes: dict[str, tuple[Any, Any]], skip: dict[str, Any],
                info: dict[str, Any]) -> dict[str, Any]:
