@@ -49,6 +49,8 @@ def test_the_worst_coordinate_decides():
     assert abs(np.median(taus) / 19.0 - 1) < 0.35, taus
     for w in works:
         assert w.final() == pytest.approx(min(4.0, max(1.0, w.tau / 3.0)))
+        # a decision's own target (a surrogate screen's 1.5): the same tau, twice the factor
+        assert w.final(1.5) == pytest.approx(min(4.0, max(1.0, w.tau / 1.5)))
 
 
 def test_a_transient_in_one_half_does_not_count():

@@ -100,8 +100,9 @@ class WorkPerDraw:
         if self.start <= draw < self.decide:
             self.positions.append(np.array(position, dtype=float))
 
-    def final(self) -> float:
-        """The factor: ``tau / target_tau`` clipped to ``[1, max_factor]`` (1 without data).
+    def final(self, target_tau: float | None = None) -> float:
+        """The factor: ``tau / target_tau`` clipped to ``[1, max_factor]`` (1 without data;
+        ``target_tau``: this decision's target instead of :attr:`target_tau`).
 
         ``tau`` is the smaller of the two halves' estimates, so that a transient in one
         half (an adaptation that recovers) does not multiply the work of the whole run.
@@ -113,7 +114,8 @@ class WorkPerDraw:
             return 1.0
         half = x.shape[0] // 2
         self.tau = min(_worst_tau(x[:half]), _worst_tau(x[half:]))
-        return float(np.clip(self.tau / self.target_tau, 1.0, self.max_factor))
+        target = self.target_tau if target_tau is None else target_tau
+        return float(np.clip(self.tau / target, 1.0, self.max_factor))
 
 
 def _worst_tau(x: np.ndarray) -> float:
