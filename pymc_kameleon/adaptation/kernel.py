@@ -109,6 +109,12 @@ class DrawContext(NamedTuple):
     iterations_left: int | None  # tuning iterations left at the current count, or None
     noise: NoiseCeiling  # the acceptance ceiling of a noisy log density
     rng: np.random.Generator
+    max_target: float = 1.0  # a cap on scales' acceptance targets (a surrogate screen's)
+
+    def target(self, target: float) -> float:
+        """A scale's acceptance target: ``target`` lowered under estimator noise
+        (:meth:`.NoiseCeiling.target`) and capped at :attr:`max_target`."""
+        return min(self.noise.target(target), self.max_target)
 
 
 class Metropolis(Protocol):

@@ -395,7 +395,7 @@ class LocalGaussianAdaptation(ABC):
         estimator noise), the gamma trials, and the history's refresh on its schedule."""
         a, rng = state, ctx.rng
         mean_accept = float(np.mean(ctx.accepts)) if ctx.accepts else float("nan")
-        target = ctx.noise.target(self.target_accept)
+        target = ctx.target(self.target_accept)
         if self.adapt_scale and a.active and np.isfinite(mean_accept):
             # the scale of the candidate that ran the last draw
             scaler = a.scalers[a.gammas.index]

@@ -230,15 +230,16 @@ class WarmupKernel:
 
     def update_draw_at(self, state: WarmupState, x: np.ndarray, draw: int, length: int,
                        accepts: list | None = None, tune: int | None = None,
-                       logp: float | None = None) -> DrawInfo:
+                       logp: float | None = None, max_target: float = 1.0) -> DrawInfo:
         """At the start of tuning draw ``draw + 1`` (``draw`` done, ``length`` in the
         warm-up, ``tune`` in tuning if known): the scale from the last draw's acceptance
         probabilities ``accepts`` (probes excluded), and at a window's end a new map from
         the window.  ``logp``, the log density at ``x``, tells the first window where the
-        climb from the initial point ended (without it the whole window is kept)."""
+        climb from the initial point ended (without it the whole window is kept);
+        ``max_target`` caps the acceptance target (a surrogate screen's move rate)."""
         if not self.adapt:
             return DrawInfo(False, not self.to_the_end and draw >= length)
-        target = state.noise.target(state.rw.target)
+        target = min(state.noise.target(state.rw.target), max_target)
         if accepts:
             state.rw.update(float(np.mean(accepts)), target=target)
         ends = self.window_ends(length, tune, draw)
@@ -352,7 +353,7 @@ class WarmupKernel:
     def update_draw(self, state: WarmupState, ctx: DrawContext) -> DrawInfo:
         """At a tuning draw boundary: :meth:`update_draw_at` with the context's values."""
         return self.update_draw_at(state, ctx.x, ctx.draw, ctx.warmup_length, ctx.accepts,
-                                   ctx.tune, ctx.logp)
+                                   ctx.tune, ctx.logp, ctx.max_target)
 
     def n_steps(self, state: WarmupState | None, dim: int, tune: bool) -> int:
         """Iterations per draw: ``max(tuning_min_steps, d)`` while tuning, else
