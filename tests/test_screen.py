@@ -134,6 +134,20 @@ def test_screen_learns_in_model_coordinates_and_freezes():
     assert state.n_new == 0 and not screen.update_draw(state).refitted
 
 
+def test_early_fits_come_as_the_points_double():
+    """Fits at ``min_points``, then after as many new points as the last fit had, until
+    ``refit_points``."""
+    screen = SurrogateScreen(max_points=400, min_points=30, refit_points=100)
+    state = screen.init(2)
+    X = np.random.default_rng(4).standard_normal((400, 2))
+    fits = []
+    for n, x in enumerate(X, start=1):
+        screen.update(state, x, _logp(x))
+        if screen.update_draw(state).refitted:
+            fits.append(n)
+    assert fits == [30, 60, 120, 220, 320]
+
+
 def test_inaccurate_surrogate_keeps_the_screen_off():
     """Held-out values the surrogate misses by more than ``max_error`` deactivate it."""
     screen = SurrogateScreen(max_points=200, min_points=50, refit_points=50, max_error=0.5)
@@ -144,6 +158,64 @@ def test_inaccurate_surrogate_keeps_the_screen_off():
             screen.update(state, x, _logp(x) + rng.normal(scale=1.0))  # noise sd 1 nat
         screen.update_draw(state)
     assert not state.active and state.error > 0.5
+
+
+def test_active_screen_stays_on_below_keep_error():
+    """On at ``max_error``, off above ``keep_error``: held-out noise of sd 0.7 nat does not
+    switch a screen on at ``max_error=0.5`` but keeps an active one on (``keep_error`` 1);
+    sd 2 switches it off."""
+    rng = np.random.default_rng(2)
+
+    def refit(screen, state, noise):
+        for x in rng.standard_normal((50, 2)):
+            screen.update(state, x, _logp(x) + rng.normal(scale=noise))
+        return screen.update_draw(state)
+
+    screen = SurrogateScreen(max_points=200, min_points=50, refit_points=50, max_error=0.5)
+    state = screen.init(2)
+    refit(screen, state, 0.0)
+    assert refit(screen, state, 0.0).active  # on
+    assert refit(screen, state, 0.7).active  # stays on: 0.5 < error <= 1
+    assert not refit(screen, state, 2.0).active  # off above keep_error
+    assert not refit(screen, state, 0.7).active  # stays off: error > 0.5
+    assert 0.5 < state.error <= 1.0
+
+
+def test_active_screen_lowers_the_target_and_raises_the_steps():
+    """While active: targets capped at ``move_rate``, the work per draw's at ``target_tau``;
+    iterations per draw grow by the screened iterations per evaluation since the last fit
+    (after ``min_holdout`` passes), at most ``max_steps_factor``; frozen with the screen.
+    Inactive: none changes."""
+    screen = SurrogateScreen(max_points=200, min_points=50, refit_points=50, move_rate=0.08,
+                             max_steps_factor=3.0)
+    state = screen.init(2)
+    assert screen.target(state, 0.234) == 0.234 and screen.steps_factor(state) == 1.0
+    assert screen.work_target(state, 3.0) == 3.0
+    state.active = True
+    assert screen.target(state, 0.234) == 0.08 and screen.target(state, 0.05) == 0.05
+    assert screen.work_target(state, 3.0) == 1.5 and screen.work_target(state, 1.0) == 1.0
+
+    def draw(screened: int, passed: int) -> float:
+        state.tally.screened, state.tally.passed = screened, passed
+        screen.stats(state)  # the draw's end closes its tally
+        screen.update_draw(state)  # the next draw's start sets the factor
+        return screen.steps_factor(state)
+
+    assert draw(40, 10) == 1.0  # fewer than min_holdout (20) passes: the last factor
+    assert draw(40, 10) == 3.0  # 80 screened per 20 passes: 4, capped at 3
+    assert draw(400, 380) == pytest.approx(480 / 400)
+    state.screened = state.passed = 0  # as after a refit
+    assert draw(100, 200) == 1.0  # never below 1
+    state.screened = state.passed = 0
+    assert draw(300, 20) == 3.0
+    screen.final(state)
+    assert draw(30, 30) == 3.0  # frozen
+    state.active = False
+    assert screen.steps_factor(state) == 1.0 and screen.target(state, 0.3) == 0.3
+    for bad in ({"move_rate": 0.0}, {"move_rate": 1.0}, {"max_steps_factor": 0.5},
+                {"target_tau": 0.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SurrogateScreen(**bad)
 
 
 # ------------------------------------------------------------------ the two stages

@@ -31,6 +31,10 @@ def test_screened_step_samples_the_posterior_with_fewer_evaluations(gauss, cls):
     assert int(stats["evals_saved"].sum()) > 0
     per_iteration = stats["n_evals"].values.sum() / stats["n_steps"].values.sum()
     assert per_iteration < 0.9  # stage-1 rejections cost nothing
+    if cls is not KernelHMCStep:  # random-walk scales: toward a move rate of 0.1
+        assert 0.05 < float(stats["accepted"].mean()) < 0.17
+    # more iterations per draw than unscreened (ceil(sqrt d) for kernel HMC, else max(5, d))
+    assert int(stats["n_steps"].min()) > (2 if cls is KernelHMCStep else 5)
 
 
 def test_no_screen_reports_neutral_stats(gauss):

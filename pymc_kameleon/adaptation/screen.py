@@ -13,11 +13,22 @@ a :class:`ScreenState`):
 * ``update(state, x, logp)``: every evaluated point, in model coordinates, so that a new
   whitening map of the step does not invalidate the data; the newest ``max_points`` are kept.
 * ``update_draw(state)``: at a tuning draw boundary, once ``refit_points`` new points have
-  arrived, the current surrogate is scored on them (held out: none was fitted), then refitted
-  on all kept points.  The screen is active while that held-out score (the spread of
-  ``log p - s`` over the plausible new points) is at most ``max_error``.
+  arrived (early on, as many as the last fit had: the screen learns sooner), the current
+  surrogate is scored on them (held out: none was fitted), then refitted on all kept
+  points.  The screen is active while that held-out score (the spread of
+  ``log p - s`` over the plausible new points) is at most ``max_error``; once on, it stays
+  on while the score is at most ``keep_error``, so that a score near the threshold does not
+  switch the step's proposals back and forth (exactness does not depend on the score).
 * ``final(state)``: tuning ends: nothing is learned afterwards, so the sampling phase is one
   time-homogeneous kernel whose invariant law is the target.
+
+A proposal the surrogate rejects costs nothing, so while the screen is active the step may
+propose further and take more iterations per draw: the scales adapt toward the move rate
+``move_rate`` instead of the random walk's 0.234 (:meth:`SurrogateScreen.target`), and a
+draw takes up to ``max_steps_factor`` times the iterations, as many as keep its evaluations
+at the unscreened count (:meth:`SurrogateScreen.steps_factor`), and late in tuning the work
+per draw aims at the autocorrelation time ``target_tau`` per draw
+(:meth:`SurrogateScreen.work_target`; all measured on docs/benchmarks/surrogate_screen.md).
 
 The references (Christen and Fox 2005; Sherlock, Golightly and Henderson 2017 for a likelihood
 estimator) are those of :mod:`pymc_kameleon.math.delayed_acceptance`.
@@ -74,6 +85,10 @@ class ScreenState:
         The last held-out score (NaN before the second fit).
     frozen : bool
         Set by :meth:`SurrogateScreen.final`: nothing is learned any more.
+    screened, passed : int
+        Screened iterations and stage-1 passes since the last fit (closed draws only).
+    steps_factor : float
+        The factor on the iterations per draw (:meth:`SurrogateScreen.steps_factor`).
     """
 
     points: np.ndarray
@@ -88,6 +103,9 @@ class ScreenState:
     error: float = math.nan
     frozen: bool = False
     tally: ScreenTally = field(default_factory=ScreenTally)
+    screened: int = 0
+    passed: int = 0
+    steps_factor: float = 1.0
 
     @property
     def dim(self) -> int:
@@ -120,25 +138,54 @@ class SurrogateScreen:
     min_points : int, optional
         Points before the first fit; default ``max(50, 10 d)``.
     refit_points : int, optional
-        New points between fits; default ``max(min_points, max_points // 4)``.
+        New points between fits; default ``max(min_points, max_points // 4)``.  Until
+        then, a fit waits for as many new points as the last one had (at least
+        ``min_points``), so that early fits come sooner.
     max_error : float
         Largest held-out standard deviation of ``log p - s`` (nats) at which the screen is
         active: with independent errors of sd ``sigma`` the second stage's log ratio has sd
         ``sqrt(2) sigma``, and ``sigma = 1`` keeps its acceptance near 0.7.
+    keep_error : float, optional
+        Largest held-out score at which an active screen stays active; default
+        ``2 max_error``.
     floor_gap : float, optional
         Values more than this below the kept maximum are raised to it before the fit, and
         held-out points below it are not scored (a chain never goes there); default
         ``d + 10``.
     min_holdout : int
         Fewest plausible held-out points for a score; with fewer the screen keeps its state.
+    move_rate : float
+        While the screen is active, the largest acceptance target of a step's scale: the
+        rate at which the chain moves (both stages passed).  A stage-1 rejection costs no
+        evaluation, so a larger proposal that moves less often pays.
+    max_steps_factor : float
+        While the screen is active, the iterations per draw grow by the screened
+        iterations per evaluation, at most this factor (at least 1).
+    target_tau : float
+        While the screen is active, the autocorrelation time per draw that the work per
+        draw aims at (:class:`~.work.WorkPerDraw`; unscreened 3): screened iterations are
+        cheap, so a chain that still mixes slowly per draw gets more of them.
     """
 
     max_points: int = 1000
     min_points: int | None = None
     refit_points: int | None = None
     max_error: float = 1.0
+    keep_error: float | None = None
     floor_gap: float | None = None
     min_holdout: int = 20
+    move_rate: float = 0.1
+    max_steps_factor: float = 4.0
+    target_tau: float = 1.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.move_rate < 1.0:
+            raise ValueError(f"move_rate must lie in (0, 1), got {self.move_rate!r}")
+        if not self.target_tau > 0.0:
+            raise ValueError(f"target_tau must be positive, got {self.target_tau!r}")
+        if not self.max_steps_factor >= 1.0:
+            raise ValueError(
+                f"max_steps_factor must be at least 1, got {self.max_steps_factor!r}")
 
     def _min_points(self, dim: int) -> int:
         return self.min_points if self.min_points is not None else max(50, 10 * dim)
@@ -171,9 +218,14 @@ class SurrogateScreen:
         return state.surrogate.log_density((np.atleast_2d(X) - state.mean) @ state.whiten.T)
 
     def update_draw(self, state: ScreenState) -> ScreenDraw:
-        """At a tuning draw boundary: score and refit when enough new points arrived."""
+        """At a tuning draw boundary: the factor on the iterations per draw; score and refit
+        when enough new points arrived."""
         dim = state.dim
-        if (state.frozen or state.n_new < self._refit_points(dim)
+        if not state.frozen:
+            state.steps_factor = self._steps_factor(state)
+        fitted = min(state.n_seen - state.n_new, self.max_points)  # points of the last fit
+        due = min(self._refit_points(dim), max(self._min_points(dim), fitted))
+        if (state.frozen or state.n_new < due
                 or min(state.n_seen, self.max_points) < self._min_points(dim)):
             return ScreenDraw(False, state.active, math.nan)
         X, y = state.kept()
@@ -192,7 +244,8 @@ class SurrogateScreen:
                 resid = yh[plausible] - self.log_density(state, Xh[plausible])
                 error = float(np.std(resid, ddof=1))
                 # a constant offset cancels in both stages' ratios: only the spread matters
-                state.active = bool(error <= self.max_error)
+                keep = self.keep_error if self.keep_error is not None else 2 * self.max_error
+                state.active = bool(error <= (keep if state.active else self.max_error))
                 state.error = error
         mean = X.mean(axis=0)
         chol, _ = safe_cholesky(np.atleast_2d(np.cov(X, rowvar=False)))
@@ -201,7 +254,32 @@ class SurrogateScreen:
         state.mean, state.whiten = mean, whiten
         state.version += 1
         state.n_new = 0
+        state.screened = state.passed = 0  # the new surrogate passes at its own rate
         return ScreenDraw(True, state.active, error)
+
+    def target(self, state: ScreenState, target: float) -> float:
+        """A scale's acceptance target: ``target``, capped at :attr:`move_rate` while the
+        screen is active."""
+        return min(target, self.move_rate) if state.active else target
+
+    def work_target(self, state: ScreenState, target_tau: float) -> float:
+        """The work per draw's autocorrelation target: :attr:`target_tau` while the
+        screen is active, else ``target_tau``."""
+        return min(target_tau, self.target_tau) if state.active else target_tau
+
+    def steps_factor(self, state: ScreenState) -> float:
+        """The factor on the iterations per draw (1 while inactive): set at each tuning
+        draw boundary, frozen with the screen."""
+        return state.steps_factor if state.active else 1.0
+
+    def _steps_factor(self, state: ScreenState) -> float:
+        """Screened iterations per evaluation since the last fit, within
+        ``[1, max_steps_factor]``; the last factor until ``min_holdout`` passes are seen."""
+        if not state.active:
+            return 1.0
+        if state.passed < self.min_holdout:
+            return state.steps_factor
+        return float(min(max(state.screened / state.passed, 1.0), self.max_steps_factor))
 
     def final(self, state: ScreenState) -> ScreenState:
         """Freeze the screen (tuning ends): it keeps its surrogate and whether it screens."""
@@ -213,6 +291,9 @@ class SurrogateScreen:
         of screened iterations that passed stage 1 and of those that stage 2 accepted (NaN
         when none), and the evaluations saved (stage-1 rejections)."""
         t = state.tally
+        if not state.frozen:
+            state.screened += t.screened
+            state.passed += t.passed
         out = {
             "screen_active": state.active,
             "screen_stage1": t.passed / t.screened if t.screened else math.nan,

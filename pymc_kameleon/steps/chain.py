@@ -121,6 +121,8 @@ class Chain:
             return self.n_steps_given
         w = self.record
         n = self.kernels[w.phase].n_steps(w.states[w.phase], self.dim, tune)
+        if self.screen is not None:
+            n *= self.screen.steps_factor(w.screen)
         return max(1, math.ceil(n * w.work_factor))
 
     def metropolis(self, mh: StepMetropolis, rng: np.random.Generator) -> Metropolis:
@@ -196,9 +198,10 @@ class Chain:
         if w.draw > 0:
             kernel, state = self.kernels[w.phase], w.states[w.phase]
             left = (self.tune - w.draw) * self.n_steps(True) if self.tune else None
+            cap = 1.0 if self.screen is None else self.screen.target(w.screen, 1.0)
             info = kernel.update_draw(state, DrawContext(
                 w.x, w.logp, w.draw, self.length, w.accepts, self.tune, left, w.walk.noise,
-                rng))
+                rng, cap))
             if info.new_window and w.work is not None:
                 w.work.positions.clear()  # positions whitened by another map do not mix
             if info.done and w.phase + 1 < len(self.kernels):
@@ -230,4 +233,6 @@ class Chain:
         if w.draw >= w.work.start:  # whiten only inside the window
             w.work.update(w.draw, w.precond.to_u(w.x))
         if w.draw + 1 >= w.work.decide:
-            w.work_factor, w.work = w.work.final(), None
+            target = (None if self.screen is None
+                      else self.screen.work_target(w.screen, w.work.target_tau))
+            w.work_factor, w.work = w.work.final(target), None
