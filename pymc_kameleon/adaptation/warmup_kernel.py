@@ -100,8 +100,6 @@ class WarmupState:
     dr_counts: list = field(default_factory=lambda: [0, 0])  # second stages, accepted (draw)
 
 
-
-
 @dataclass(frozen=True)
 class WarmupKernel:
     """The warm-up's configuration and its functions on a :class:`WarmupState`.
