@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import json
 import sys
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +44,15 @@ def work_cap(cap: float, chosen: list):
     each chain's ``(factor, tau)`` is appended to ``chosen``."""
     schedule, final = work.WorkPerDraw.__dict__["schedule"], work.WorkPerDraw.final
 
-    def _final(self):
-        factor = final(self)
+    def _final(self, target_tau=None):
+        factor = final(self, target_tau)
         chosen.append((factor, self.tau))
         return factor
 
-    work.WorkPerDraw.schedule = partial(schedule.__func__, work.WorkPerDraw, max_factor=cap)
+    def _schedule(tune, begin, max_factor=None):  # the step's own bound replaced by cap
+        return schedule.__func__(work.WorkPerDraw, tune, begin, max_factor=cap)
+
+    work.WorkPerDraw.schedule = _schedule
     work.WorkPerDraw.final = _final
     try:
         yield

@@ -366,11 +366,11 @@ def test_work_cap_sets_the_bound_inside_the_block_only(tmp_path, capsys):
 
     chosen: list = []
     with work_cap(8.0, chosen):
-        work = WorkPerDraw.schedule(1000, 500)
+        work = WorkPerDraw.schedule(1000, 500, 4.0)  # as a step calls it: its own bound
         assert work.max_factor == 8.0
         for draw in range(work.start, work.decide):
             work.update(draw, np.array([1.0, float(draw % 5)]))  # one coordinate stuck
-        assert work.final() == 8.0
+        assert work.final(None) == 8.0  # as a step calls it: a target or None
     assert chosen == [(8.0, np.inf)]
     assert WorkPerDraw.schedule(1000, 500).max_factor == 4.0
     assert isinstance(WorkPerDraw.__dict__["schedule"], classmethod)
