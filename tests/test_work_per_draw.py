@@ -7,9 +7,11 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import sample
+from pymc.stats.convergence import WarningType
 
 from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.adaptation.work import MAX_FACTOR, MIN_WINDOW, WorkPerDraw, _worst_tau
+from pymc_kameleon.compat import group_dataset
 
 
 def _ar1_factor(rho, n: int = 200, seed: int = 0) -> WorkPerDraw:
@@ -82,6 +84,23 @@ def test_factor_is_clipped_and_needs_data():
     assert stuck.final() == 4.0
 
 
+def test_bound_reached_when_the_autocorrelation_asks_for_more():
+    """``asked`` is ``tau / 3`` before the bound; ``bound_reached`` says it exceeds the
+    bound: an AR(1) of 0.995 (tau ~ 400) and a stuck coordinate do, 0.7 (tau ~ 6) and a
+    window without a decision do not.  Halves of 100 draws measure a time that long far
+    too short (about 12 here): ``asked`` is a lower bound."""
+    slow = _ar1_factor([0.995, 0.0])
+    assert slow.bound_reached and MAX_FACTOR < slow.asked < 400 / 3
+    mixing = _ar1_factor([0.7, 0.0])
+    assert not mixing.bound_reached and 1.0 < mixing.asked < MAX_FACTOR
+    assert not WorkPerDraw(start=1, decide=10).bound_reached
+    stuck = WorkPerDraw(start=1, decide=201)
+    for draw in range(1, 201):
+        stuck.update(draw, np.array([float(draw % 7), 0.0]))
+    stuck.final()
+    assert stuck.bound_reached and stuck.asked == np.inf
+
+
 def test_schedule():
     work = WorkPerDraw.schedule(1000, 500)
     assert (work.start, work.decide) == (700, 900)
@@ -142,3 +161,36 @@ def test_work_rises_where_the_chain_mixes_slowly(banana, normal2):
     n = _n_steps(normal2)
     assert np.all(n == 5), np.unique(n)
     assert np.all(_n_steps(banana, n_steps=3) == 3)
+
+
+def _bound_reports(idata) -> list:
+    """The work-bound reports of the ``warning`` stat, tuning draws included."""
+    stats = [group_dataset(idata, g)["warning"].values.ravel()
+             for g in ("warmup_sample_stats", "sample_stats")]
+    return [w for w in np.concatenate(stats)
+            if w is not None and w.kind == WarningType.CONVERGENCE]
+
+
+def test_a_chain_that_asks_for_more_than_the_bound_is_reported(banana, normal2):
+    """With the bound at the default work (``max_work_factor=1``) every banana chain asks
+    for more (its autocorrelation time per draw at 5 iterations is 12-38, not 3), so each
+    reports once, through PyMC's ``warning`` stat, with the chain and a bound that would
+    do; also from worker processes (``cores=2``).  The work stays at the bound.  On the
+    standard normal (time about 1) no chain reports."""
+    kw = {"draws": 50, "tune": 600, "chains": 2, "seed": 4, "keep_warning_stat": True,
+          "discard_tuned_samples": False}
+    idata = sample(banana, lambda: RandomWalkStep(max_work_factor=1), cores=2, **kw)
+    reports = _bound_reports(idata)
+    assert len(reports) == 2, [r.message for r in reports]
+    for chain, report in enumerate(sorted(reports, key=lambda r: r.message)):
+        assert f"chain {chain}" in report.message and "max_work_factor" in report.message
+        assert report.extra["asked"] > report.extra["bound"] == 1.0
+    assert np.all(idata.sample_stats["n_steps"].values == 5)
+    idata = sample(normal2, lambda: RandomWalkStep(max_work_factor=1), **kw)
+    assert _bound_reports(idata) == []
+
+
+@pytest.mark.parametrize("bad", [0.5, True, float("nan"), "4"])
+def test_max_work_factor_is_validated(normal2, bad):
+    with normal2, pytest.raises(ValueError, match="max_work_factor"):
+        RandomWalkStep(max_work_factor=bad)

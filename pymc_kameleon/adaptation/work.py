@@ -67,6 +67,8 @@ class WorkPerDraw:
     ...     work.update(draw, x)
     >>> 2.0 < work.final() <= 4.0
     True
+    >>> work.bound_reached
+    False
     """
 
     start: int
@@ -75,6 +77,8 @@ class WorkPerDraw:
     max_factor: float = MAX_FACTOR
     positions: list = field(default_factory=list)
     tau: float = float("nan")
+    #: The factor the autocorrelation asked for (``tau / target``, before the bound).
+    asked: float = float("nan")
 
     @classmethod
     def schedule(cls, tune: int | None, begin: int,
@@ -115,7 +119,14 @@ class WorkPerDraw:
         half = x.shape[0] // 2
         self.tau = min(_worst_tau(x[:half]), _worst_tau(x[half:]))
         target = self.target_tau if target_tau is None else target_tau
-        return float(np.clip(self.tau / target, 1.0, self.max_factor))
+        self.asked = self.tau / target
+        return float(np.clip(self.asked, 1.0, self.max_factor))
+
+    @property
+    def bound_reached(self) -> bool:
+        """Whether :meth:`final` asked for more than :attr:`max_factor`: the draws will
+        mix more slowly than :attr:`target_tau` (a stuck chain included)."""
+        return bool(self.asked > self.max_factor)
 
 
 def _worst_tau(x: np.ndarray) -> float:

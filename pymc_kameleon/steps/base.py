@@ -28,6 +28,7 @@ from ..adaptation.kernel import ChainState, Iteration, Kernel, Proposal
 from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
+from ..adaptation.work import MAX_FACTOR
 from ..pseudo_marginal import find_estimators, reseed_estimators
 from .chain import PHASES, Chain
 from .density import LogDensity, compile_block_logp
@@ -58,7 +59,11 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     n_steps : int, optional
         Metropolis-Hastings iterations per PyMC draw, each with at most one log-density
         evaluation (default: the kernel's, e.g. ``max(5, d)``, raised late in tuning where
-        the chain mixes slowly, at most fourfold; docs/tuning.md, "Work per draw").
+        the chain mixes slowly, at most ``max_work_factor``-fold; docs/tuning.md, "Work
+        per draw").
+    max_work_factor : float, default 4
+        Bound on that rise (at least 1).  A chain whose autocorrelation asks for more is
+        reported through PyMC's ``warning`` stat when the work is set.
     warmup_draws : int, optional
         Tuning draws of the warm-up, the preconditioned random walk that learns the
         posterior's location and scale (default: half of ``tune``, else 500).
@@ -120,6 +125,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         adaptation: Kernel | None = None,
         warmup_options: dict[str, Any] | None = None,
         n_steps: int | None = None,
+        max_work_factor: float = MAX_FACTOR,
         warmup_draws: int | None = None,
         laplace: bool | None = None,
         laplace_starts: int = 4,
@@ -170,7 +176,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                            estimators=bool(find_estimators(self._logp_fn)))
         self._chain = Chain((self.warmup,) if adaptation is None else (self.warmup, adaptation),
                             self.dim, self._density, start, sync,
-                            warmup_draws=warmup_draws, n_steps=n_steps, laplace=laplace,
+                            warmup_draws=warmup_draws, n_steps=n_steps,
+                            max_work_factor=max_work_factor, laplace=laplace,
                             laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals,
                             screen=screen)
         self.reset_tuning()
@@ -181,6 +188,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     laplace = property(lambda self: self._chain.laplace)
     laplace_starts = property(lambda self: self._chain.laplace_starts)
     laplace_max_evals = property(lambda self: self._chain.laplace_max_evals)
+    max_work_factor = property(lambda self: self._chain.max_work_factor)
 
     @property
     def point_sync(self) -> PointSync:

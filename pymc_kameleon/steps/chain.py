@@ -13,6 +13,7 @@ draw").
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from functools import partial
 
@@ -22,10 +23,11 @@ from pymc.blocking import RaveledVars
 from ..adaptation.kernel import DrawContext, Kernel, Metropolis
 from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
-from ..adaptation.work import WorkPerDraw
-from ..compat import caller_tuning_draws
+from ..adaptation.work import MAX_FACTOR, WorkPerDraw
+from ..compat import caller_chain, caller_tuning_draws
 from ..validation import check_integral
 from .density import LogDensity
+from .messages import work_bound_warning
 from .metropolis import StepMetropolis
 from .records import BASE_STATS, SCREEN_OFF, ChainRecord, fill_stats
 from .start import ChainStart
@@ -72,7 +74,7 @@ class Chain:
         Finds the chain's start at its first draw.
     point_sync : PointSync
         The stored values shared with the model's other steps.
-    warmup_draws, n_steps, laplace, laplace_starts, laplace_max_evals
+    warmup_draws, n_steps, max_work_factor, laplace, laplace_starts, laplace_max_evals
         The step's settings (see :class:`~.base.BaseKernelStep`).
     screen : SurrogateScreen, optional
         The surrogate screen in front of every Metropolis-Hastings decision.
@@ -81,12 +83,18 @@ class Chain:
     def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
                  start: ChainStart, point_sync: PointSync, *, warmup_draws: int | None,
                  n_steps: int | None, laplace: bool | None, laplace_starts: int,
+                 max_work_factor: float = MAX_FACTOR,
                  laplace_max_evals: int | None = None,
                  screen: bool | SurrogateScreen | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws = _integral_or_none("warmup_draws", warmup_draws)
         self.n_steps_given = _integral_or_none("n_steps", n_steps)
+        if isinstance(max_work_factor, bool) or not (
+                isinstance(max_work_factor, numbers.Real) and max_work_factor >= 1.0):
+            raise ValueError(f"max_work_factor must be a number of at least 1, got "
+                             f"{max_work_factor!r}")
+        self.max_work_factor = float(max_work_factor)
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
         self.laplace_max_evals = _integral_or_none("laplace_max_evals", laplace_max_evals)
@@ -142,6 +150,10 @@ class Chain:
         adds the draw's evaluations to the chain's total."""
         w, failed = self.record, self.density.failed
         w.n_evals += evals
+        counts = failed.draw_stats()  # ends the draw: before its report
+        report = failed.warning(self.density.name, self.density.info, self.draws)
+        if report is not None:  # PyMC 6: at the chain's last draw, so before the others
+            w.reports.insert(0, report)
         return {
             "accept": accept,
             "accepted": moved,
@@ -151,8 +163,8 @@ class Chain:
             "n_evals_total": w.n_evals,
             "laplace_start": w.start,
             "n_steps": n_steps,
-            **failed.draw_stats(),
-            "warning": failed.warning(self.density.name, self.density.info, self.draws),
+            **counts,
+            "warning": w.reports.pop(0) if w.reports else None,  # one per draw
             **(SCREEN_OFF if self.screen is None else self.screen.stats(w.screen)),
             **fill_stats(dtypes, BASE_STATS, self.kernels[-1].stats(w.states[-1], tune)),
         }
@@ -181,7 +193,7 @@ class Chain:
         caller_tune = caller_tuning_draws() if tune else None  # PyMC 5: from its chain loop
         if caller_tune is not None:
             self.tune = caller_tune
-        work = (WorkPerDraw.schedule(self.tune, self.length)
+        work = (WorkPerDraw.schedule(self.tune, self.length, self.max_work_factor)
                 if tune and self.n_steps_given is None else None)
         w.begin(res, key, walk.init(), work)
         if res.cov is not None:
@@ -235,4 +247,9 @@ class Chain:
         if w.draw + 1 >= w.work.decide:
             target = (None if self.screen is None
                       else self.screen.work_target(w.screen, w.work.target_tau))
-            w.work_factor, w.work = w.work.final(target), None
+            work, w.work = w.work, None
+            w.work_factor = work.final(target)
+            if work.bound_reached:
+                w.reports.append(work_bound_warning(
+                    self.density.name, caller_chain() or "this chain", work.asked,
+                    work.max_factor, self.n_steps(False), work.tau))

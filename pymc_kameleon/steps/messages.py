@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
+from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.vartypes import discrete_types
 
-__all__ = ["discrete_message", "sampler_never_started"]
+__all__ = ["discrete_message", "sampler_never_started", "work_bound_warning"]
 
 
 def discrete_message(name: str, vars) -> str:
@@ -31,3 +33,31 @@ def sampler_never_started(name: str, var_names, draw: int, length: int,
         "the chain samples with the warm-up's tuned random walk.  Tune for more than "
         f"{length} draws (pm.sample's default tune=1000 does) or give warmup_draws below "
         "the number of tuning draws.", UserWarning, stacklevel=2)
+
+
+def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_steps: int,
+                       tau: float) -> SamplerWarning:
+    """The report (PyMC's ``warning`` stat) that the autocorrelation late in tuning asked for
+    ``asked`` times the default iterations per draw, more than the ``bound`` the chain now
+    runs at (``n_steps`` iterations per draw after tuning; ``tau`` the autocorrelation time
+    per draw measured at the default work): its draws will mix more slowly than the step
+    aims for, which R-hat and ESS show only after sampling (docs/tuning.md, "Work per
+    draw")."""
+    if math.isfinite(asked):
+        message = (
+            f"{name}: in {chain} the draws' autocorrelation late in tuning asked for at "
+            f"least {asked:.1f} times the default iterations per draw, more than the bound "
+            f"({bound:g} times, {n_steps} iterations per draw).  At the bound each draw is "
+            f"autocorrelated over at least {tau / bound:.1f} draws, so the bulk ESS will be "
+            "at most about the number of draws divided by that (a short window measures "
+            f"long times short).  To fix it, raise max_work_factor to {math.ceil(asked)} "
+            f"or more (n_steps={math.ceil(n_steps * asked / bound)}), or draw more; a "
+            "reparameterisation that makes the posterior closer to Gaussian helps most.")
+    else:
+        message = (
+            f"{name}: in {chain} a coordinate did not move in the last tuning draws, so the "
+            f"work per draw stays at its bound ({bound:g} times, {n_steps} iterations per "
+            "draw) and the chain may be stuck.  Check the start and the model, or tune "
+            "longer.")
+    return SamplerWarning(WarningType.CONVERGENCE, message, "warn",
+                          extra={"asked": asked, "bound": bound, "n_steps": n_steps})

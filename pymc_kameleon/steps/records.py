@@ -118,6 +118,7 @@ class ChainRecord:
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
     n_evals: int = 0  # evaluations of the chain so far (its start and tuning included)
     screen: Any = None  # the surrogate screen's state (screen=...)
+    reports: list = field(default_factory=list)  # SamplerWarnings for the next draws' stat
 
     def begin(self, res: StartResult, key: bytes, walk: WarmupState,
               work: WorkPerDraw | None) -> None:
