@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.work_cap --model gp-pois-regr --steps rw,kamh,fkamh,khmc
 --seeds 1,2,3 --caps 4,8,16 [--tune 1000] --json out.json``;
-``python -m benchmarks.work_cap --report out.json...`` prints the markdown table.
+``python -m benchmarks.work_cap --report out.json...`` prints the markdown table;
+``python -m benchmarks.work_cap --window-reading`` how the window reads long times.
 
 Each run is the suite's (:func:`benchmarks.suite.runner.run_one`: ``pm.sample``'s defaults
 otherwise, chains one after the other, every log-density evaluation counted) with
@@ -101,6 +102,30 @@ def _mark(letters: str) -> str:
     return "✓" if letters == "ok" else letters
 
 
+def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
+    """How the work-per-draw window reads long autocorrelation times: per AR(1) coefficient
+    (and true time ``(1 + rho) / (1 - rho)``), the time ``WorkPerDraw`` measures over the
+    default window of 200 draws (the smaller of its halves' readings) on ``seeds`` chains,
+    the other coordinate independent."""
+    lines = ["| AR(1) coefficient | true time | read: min | median | max |",
+             "|---|---|---|---|---|"]
+    for rho in rhos:
+        read = []
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            window = work.WorkPerDraw(start=1, decide=201)
+            coef = np.array([rho, 0.0])
+            x = rng.standard_normal(2)
+            for draw in range(1, 201):
+                x = coef * x + np.sqrt(1 - coef**2) * rng.standard_normal(2)
+                window.update(draw, x)
+            window.final()
+            read.append(window.tau)
+        lines.append(f"| {rho} | {(1 + rho) / (1 - rho):.0f} | {min(read):.1f} | "
+                     f"{np.median(read):.1f} | {max(read):.1f} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: one line of JSON per run on stdout, all of them in ``--json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -114,9 +139,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--window-reading", action="store_true",
+                        help="print how the window reads AR(1) chains instead of running")
     args = parser.parse_args(argv)
     if args.report:
         print("\n".join(report(args.report)))
+        return
+    if args.window_reading:
+        print("\n".join(window_reading()))
         return
     spec, ref = MODELS[args.model], load_reference(args.model)
     runs = []

@@ -405,3 +405,13 @@ def test_gp_ceiling_moves_sample_a_known_gaussian():
     logp = Counted(lambda x: -0.5 * np.sum(x * x / var))
     draws = elliptical_gibbs(logp, x0, slice(1, None), np.full(1, 2.0), 3, 10000, rng)
     np.testing.assert_allclose(draws[1000:].var(0), var, rtol=0.2)
+
+
+def test_work_cap_window_reading_reads_long_times_short():
+    """The default window reads an AR(1) of time 399 as tens of draws, not hundreds."""
+    from benchmarks.work_cap import window_reading
+
+    header, _, row = window_reading((0.995,), seeds=3)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert header.startswith("| AR(1)") and cells[:2] == ["0.995", "399"]
+    assert 1.0 < float(cells[3]) < 60.0  # the median reading
