@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_integral", "check_positive"]
+__all__ = ["check_at_least", "check_integral", "check_positive"]
 
 
 def check_integral(name: str, value, minimum: int = 1) -> int:
@@ -74,3 +74,18 @@ def check_positive(name: str, value: float) -> float:
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value}")
     return value
+
+
+def check_at_least(name: str, value, minimum: float) -> float:
+    """``value`` as a ``float`` of at least ``minimum``, or a ``ValueError`` naming the
+    argument ``name`` (a ``bool``, a non-number and NaN included).
+
+    Examples
+    --------
+    >>> check_at_least("max_work_factor", 8, 1.0)
+    8.0
+    """
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not value >= minimum):
+        raise ValueError(f"{name} must be a number of at least {minimum:g}, got {value!r}")
+    return float(value)

@@ -46,6 +46,7 @@ from scipy.linalg import solve_triangular
 from ..math.delayed_acceptance import stage1_log_ratio, stage2_log_ratio
 from ..math.linalg import safe_cholesky
 from ..math.surrogate_regression import KernelRidgeSurrogate
+from ..validation import check_at_least
 from .kernel import ChainState, Iteration, Metropolis, Proposal, rejected_outright
 
 __all__ = ["ScreenDraw", "ScreenState", "ScreenedMetropolis", "SurrogateScreen"]
@@ -183,9 +184,7 @@ class SurrogateScreen:
             raise ValueError(f"move_rate must lie in (0, 1), got {self.move_rate!r}")
         if not self.target_tau > 0.0:
             raise ValueError(f"target_tau must be positive, got {self.target_tau!r}")
-        if not self.max_steps_factor >= 1.0:
-            raise ValueError(
-                f"max_steps_factor must be at least 1, got {self.max_steps_factor!r}")
+        check_at_least("max_steps_factor", self.max_steps_factor, 1.0)
 
     def _min_points(self, dim: int) -> int:
         return self.min_points if self.min_points is not None else max(50, 10 * dim)

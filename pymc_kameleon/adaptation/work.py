@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import arviz as az
 import numpy as np
 
+from ..validation import check_at_least
+
 __all__ = ["WorkPerDraw"]
 
 #: Fewest draws in the measurement window (two halves of 50): an autocorrelation time
@@ -89,15 +91,14 @@ class WorkPerDraw:
         None when tuning is unknown or too short for a window of ``MIN_WINDOW`` draws.
         ``max_factor`` bounds the factor (at least 1: the work never falls below the
         default)."""
-        if not max_factor >= 1.0:
-            raise ValueError(f"max_factor must be at least 1, got {max_factor!r}")
+        max_factor = check_at_least("max_factor", max_factor, 1.0)
         if not tune:
             return None
         decide = tune - max(50, tune // 10)
         start = max(begin + (decide - begin) // 2, decide - MAX_WINDOW)
         if decide - start < MIN_WINDOW:
             return None
-        return cls(start=start, decide=decide, max_factor=float(max_factor))
+        return cls(start=start, decide=decide, max_factor=max_factor)
 
     def update(self, draw: int, position: np.ndarray) -> None:
         """Record the (whitened) position at the end of tuning draw ``draw``."""

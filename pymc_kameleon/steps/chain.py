@@ -13,7 +13,6 @@ draw").
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from functools import partial
 
@@ -25,7 +24,7 @@ from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
 from ..adaptation.work import MAX_FACTOR, WorkPerDraw
 from ..compat import caller_chain, caller_tuning_draws
-from ..validation import check_integral
+from ..validation import check_at_least, check_integral
 from .density import LogDensity
 from .messages import work_bound_warning
 from .metropolis import StepMetropolis
@@ -90,11 +89,7 @@ class Chain:
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws = _integral_or_none("warmup_draws", warmup_draws)
         self.n_steps_given = _integral_or_none("n_steps", n_steps)
-        if isinstance(max_work_factor, bool) or not (
-                isinstance(max_work_factor, numbers.Real) and max_work_factor >= 1.0):
-            raise ValueError(f"max_work_factor must be a number of at least 1, got "
-                             f"{max_work_factor!r}")
-        self.max_work_factor = float(max_work_factor)
+        self.max_work_factor = check_at_least("max_work_factor", max_work_factor, 1.0)
         self.laplace = laplace
         self.laplace_starts = check_integral("laplace_starts", laplace_starts, minimum=0)
         self.laplace_max_evals = _integral_or_none("laplace_max_evals", laplace_max_evals)
