@@ -159,8 +159,9 @@ def _centred_model():
 
 
 def _model_functions(centred: bool = False):
-    """Log density, negative Hessian (flat vectors in) and the reference draws on the
-    unconstrained space of the suite's model (or of its centred form)."""
+    """Log density, negative Hessian (flat vectors in; None for the centred form, which
+    no move needs it of) and the reference draws on the unconstrained space of the suite's
+    model (or of its centred form)."""
     from .suite.hard_models import _gp_pois_regr_cov, gp_pois_regr_model
     from .suite.reference import load_reference
 
@@ -168,7 +169,7 @@ def _model_functions(centred: bool = False):
     names = [v.name for v in model.value_vars]
     assert names == ["rho_log__", "alpha_log__", "f" if centred else "f_tilde"], names
     logp_fn = model.compile_logp(jacobian=True)
-    hess_fn = model.compile_d2logp(jacobian=True)  # negative Hessian
+    hess_fn = None if centred else model.compile_d2logp(jacobian=True)  # negative Hessian
 
     def point(x):
         return dict(zip(names, (x[0], x[1], x[2:]), strict=True))
@@ -178,7 +179,8 @@ def _model_functions(centred: bool = False):
         for row in ref:
             row[2:] = np.linalg.cholesky(_gp_pois_regr_cov(row[1], row[0])) @ row[2:]
     ref[:, :2] = np.log(ref[:, :2])
-    return (lambda x: logp_fn(point(x))), (lambda x: hess_fn(point(x))), ref
+    hess = None if hess_fn is None else (lambda x: hess_fn(point(x)))
+    return (lambda x: logp_fn(point(x))), hess, ref
 
 
 def main(argv: list[str] | None = None) -> None:
