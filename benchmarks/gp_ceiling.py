@@ -24,7 +24,12 @@ with ``--chains`` chains started at reference draws (no burn-in needed), it prin
     whose prior is ``N(0, I)``, alternating with three random-walk updates of the two
     hyperparameters at the scale of their conditional sd;
   - ``centred``: ``global`` on the model written centred (``f ~ MvNormal(0, K)``, the
-    reference mapped to ``f = L f_tilde``).
+    reference mapped to ``f = L f_tilde``);
+  - ``centred-ess``: elliptical slice on ``f`` of the centred model (prior
+    ``N(0, K(alpha, rho))``, its Cholesky factor not counted), alternating with three
+    random-walk updates of the hyperparameters given ``f`` at their conditional sd there;
+  - ``interweave``: ``centred-ess`` followed by three updates of the hyperparameters given
+    ``f_tilde`` (``f`` moving with ``L``), the two conditionals interwoven (Yu & Meng 2011).
 
 The results are on ``docs/benchmarks/work_cap.md``.
 """
@@ -36,7 +41,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["elliptical_gibbs", "global_walk", "local_walk", "main"]
+__all__ = ["centred_elliptical_gibbs", "elliptical_gibbs", "global_walk", "local_walk",
+           "main"]
 
 LogDensity = Callable[[np.ndarray], float]
 
@@ -133,6 +139,64 @@ def elliptical_gibbs(logp: Counted, x0: np.ndarray, latent: slice, hyper_sd: np.
     return out
 
 
+def centred_elliptical_gibbs(logp: Counted, x0: np.ndarray, latent: slice,
+                             prior_chol: Callable[[np.ndarray], np.ndarray],
+                             hyper_sd: np.ndarray, hyper_steps: int, n: int,
+                             rng: np.random.Generator,
+                             whitened_sd: np.ndarray | None = None) -> np.ndarray:
+    """Sweeps of one elliptical slice update of ``x[latent]``, whose prior is
+    ``N(0, C C^T)`` with ``C = prior_chol(x[hyper])``, and ``hyper_steps`` random-walk
+    updates of the other coordinates given ``x[latent]`` (sd ``hyper_sd``); with
+    ``whitened_sd``, then as many given ``C^{-1} x[latent]`` (the latent moving with ``C``,
+    the ratio carrying the Jacobian ``|det C|``)."""
+    from scipy.linalg import solve_triangular
+
+    x, lx = x0.copy(), logp(x0)
+    hyper = np.ones(x0.size, bool)
+    hyper[latent] = False
+
+    def rw(x, lx, sd, whitened):
+        y = x.copy()
+        y[hyper] += sd * rng.standard_normal(hyper.sum())
+        log_jac = 0.0
+        if whitened:
+            c_x, c_y = prior_chol(x[hyper]), prior_chol(y[hyper])
+            y[latent] = c_y @ solve_triangular(c_x, x[latent], lower=True)
+            log_jac = np.sum(np.log(np.diag(c_y))) - np.sum(np.log(np.diag(c_x)))
+        ly = logp(y)
+        return (y, ly) if np.log(rng.uniform()) < ly - lx + log_jac else (x, lx)
+
+    def prior_quad(chol, v):  # |C^{-1} v|^2 / 2: the latent prior's term, up to a constant
+        w = solve_triangular(chol, v, lower=True)
+        return 0.5 * w @ w
+
+    out = np.empty((n, x0.size))
+    for t in range(n):
+        chol = prior_chol(x[hyper])
+        f = x[latent]
+
+        threshold = lx + prior_quad(chol, f) + np.log(rng.uniform())
+        nu = chol @ rng.standard_normal(f.size)
+        theta = rng.uniform(0.0, 2.0 * np.pi)
+        lo, hi = theta - 2.0 * np.pi, theta
+        while True:
+            y = x.copy()
+            y[latent] = f * np.cos(theta) + nu * np.sin(theta)
+            ly = logp(y)
+            if ly + prior_quad(chol, y[latent]) > threshold:
+                x, lx = y, ly
+                break
+            lo, hi = (theta, hi) if theta < 0 else (lo, theta)
+            theta = rng.uniform(lo, hi)
+        for _ in range(hyper_steps):
+            x, lx = rw(x, lx, hyper_sd, False)
+        if whitened_sd is not None:
+            for _ in range(hyper_steps):
+                x, lx = rw(x, lx, whitened_sd, True)
+        out[t] = x
+    return out
+
+
 def _summary(chains: list[np.ndarray], calls: int) -> tuple[float, float]:
     import arviz as az
 
@@ -183,12 +247,20 @@ def _model_functions(centred: bool = False):
     return (lambda x: logp_fn(point(x))), hess, ref
 
 
+def _prior_chol(log_hyper: np.ndarray) -> np.ndarray:
+    """Cholesky factor of the latent prior's covariance at ``(log rho, log alpha)``."""
+    from .suite.hard_models import _gp_pois_regr_cov
+
+    return np.linalg.cholesky(_gp_pois_regr_cov(np.exp(log_hyper[1]), np.exp(log_hyper[0])))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--evals", type=int, default=50_000, help="iterations per chain")
     parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--moves", default="global,local,ess-gibbs,centred")
+    parser.add_argument("--moves",
+                        default="global,local,ess-gibbs,centred,centred-ess,interweave")
     args = parser.parse_args(argv)
     moves = args.moves.split(",")
     logp_fn, hess_fn, ref = _model_functions()
@@ -196,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     cov = np.cov(ref.T)
     chol = np.linalg.cholesky(cov)
     centred_chol = np.linalg.cholesky(np.cov(centred_ref.T))
+    centred_cond_sd = 1.0 / np.sqrt(np.diag(np.linalg.inv(np.cov(centred_ref.T))))
     d = ref.shape[1]
 
     lam = np.array([np.linalg.eigvalsh(chol.T @ hess_fn(x) @ chol) for x in ref[::10]])
@@ -213,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         for name in moves:
             rng = np.random.default_rng(seed)
-            logp = Counted(centred_logp if name == "centred" else logp_fn)
+            logp = Counted(centred_logp if name.startswith(("centred", "interweave"))
+                           else logp_fn)
             n = args.evals if name in ("global", "centred") else args.evals // 10
             chains = []
             for _ in range(args.chains):
@@ -224,6 +298,10 @@ def main(argv: list[str] | None = None) -> None:
                 elif name == "centred":
                     chains.append(global_walk(logp, centred_ref[i],
                                               2.38 / np.sqrt(d) * centred_chol, n, rng))
+                elif name in ("centred-ess", "interweave"):
+                    chains.append(centred_elliptical_gibbs(
+                        logp, centred_ref[i], slice(2, None), _prior_chol, centred_cond_sd[:2],
+                        3, n, rng, cond_sd[:2] if name == "interweave" else None))
                 elif name == "local":
                     chains.append(local_walk(logp, hess_fn, x0, 1.5, 1.0 / cov.diagonal().max(),
                                              n, rng))
