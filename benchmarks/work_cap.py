@@ -1,7 +1,7 @@
 """The bound on the work per draw, and a longer tuning, on one suite model.
 
 ``python -m benchmarks.work_cap --model gp-pois-regr --steps rw,kamh,fkamh,khmc
---seeds 1,2,3 --caps 4,8,16 [--tune 1000] --json out.json``;
+--seeds 1,2,3 --caps 4,8,16 [--tune 1000] [--force] --json out.json``;
 ``python -m benchmarks.work_cap --report out.json...`` prints the markdown table;
 ``python -m benchmarks.work_cap --window-reading`` how the window reads long times.
 
@@ -9,7 +9,8 @@ Each run is the suite's (:func:`benchmarks.suite.runner.run_one`: ``pm.sample``'
 otherwise, chains one after the other, every log-density evaluation counted) with
 :class:`~pymc_kameleon.adaptation.work.WorkPerDraw`'s bound on the factor set to ``cap``
 (the default is :data:`~pymc_kameleon.adaptation.work.MAX_FACTOR`) and ``tune`` tuning
-draws.  Per run: the four criteria (R-hat, bulk ESS, means, sds), min bulk ESS, the
+draws (``--force``: every chain takes the bound as its factor, whatever its window read).
+Per run: the four criteria (R-hat, bulk ESS, means, sds), min bulk ESS, the
 evaluations, ESS per 1000 evaluations and the factor each chain chose (its ``tau`` too).
 Results: docs/benchmarks/work_cap.md.
 """
@@ -40,13 +41,16 @@ ORDER = ("rw", "kamh", "fkamh", "khmc", "nuts")
 
 
 @contextlib.contextmanager
-def work_cap(cap: float, chosen: list):
-    """Within the block, every step's work-per-draw window bounds its factor by ``cap``;
-    each chain's ``(factor, tau)`` is appended to ``chosen``."""
+def work_cap(cap: float, chosen: list, force: bool = False):
+    """Within the block, every step's work-per-draw window bounds its factor by ``cap``
+    (``force``: the factor is ``cap`` whatever the window reads, i.e. a window that reads
+    every long time right); each chain's ``(factor, tau)`` is appended to ``chosen``."""
     schedule, final = work.WorkPerDraw.__dict__["schedule"], work.WorkPerDraw.final
 
     def _final(self, target_tau=None):
         factor = final(self, target_tau)
+        if force:
+            factor = cap
         chosen.append((factor, self.tau))
         return factor
 
@@ -66,20 +70,20 @@ def report(paths: list[Path]) -> list[str]:
     setting how many seeds met all four criteria."""
     runs = [r for p in paths for r in json.loads(Path(p).read_text())["runs"]]
     runs.sort(key=lambda r: (ORDER.index(r["sampler"]) if r["sampler"] in ORDER else 99,
-                             r["cap"], r["tune"], r["seed"]))
+                             r["cap"], r.get("forced", False), r["tune"], r["seed"]))
     lines = ["| sampler | bound | tune | seed | criteria (suite / issue) | max R-hat | "
              "min bulk ESS | worst mean err (sd) | worst sd ratio | evals | ESS per 1k evals | "
              "factors |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        a = r["accuracy"]
+        a, bound = r["accuracy"], _bound(r)
         if not a:
-            lines.append(f"| {r['sampler']} | {r['cap']:g} | {r['tune']} | {r['seed']} | "
+            lines.append(f"| {r['sampler']} | {bound} | {r['tune']} | {r['seed']} | "
                          f"error | | | | | | | {r['error']} |")
             continue
         factors = ", ".join(f"{f:.1f}" for f in r["factors"]) or "-"
         lines.append(
-            f"| {r['sampler']} | {r['cap']:g} | {r['tune']} | {r['seed']} | "
+            f"| {r['sampler']} | {bound} | {r['tune']} | {r['seed']} | "
             f"{_mark(cell(r))} / {_mark(cell(r, *ISSUE_TOL))} | {a['max_rhat']:.3f} | "
             f"{a['min_ess_bulk']:.0f} | {a['mean_err']:.2f} ({a['worst_mean']}) | "
             f"{a['sd_ratio']:.2f} ({a['worst_sd']}) | {r['evals'] / 1e3:.0f}k | "
@@ -88,14 +92,18 @@ def report(paths: list[Path]) -> list[str]:
               "mean ESS per 1k evals |", "|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
-        groups.setdefault((r["sampler"], r["cap"], r["tune"]), []).append(r)
-    for (sampler, cap, tune), rs in groups.items():
+        groups.setdefault((r["sampler"], _bound(r), r["tune"]), []).append(r)
+    for (sampler, bound, tune), rs in groups.items():
         ok = [r["seed"] for r in rs if cell(r, *ISSUE_TOL) == "ok"]
-        lines.append(f"| {sampler} | {cap:g} | {tune} | {len(ok)} of {len(rs)} "
+        lines.append(f"| {sampler} | {bound} | {tune} | {len(ok)} of {len(rs)} "
                      f"({', '.join(map(str, ok)) or 'none'}) | "
                      f"{np.mean([r['evals'] for r in rs]) / 1e3:.0f}k | "
                      f"{np.mean([r['ess_per_1k_evals'] for r in rs]):.2f} |")
     return lines
+
+
+def _bound(run: dict) -> str:
+    return f"{run['cap']:g}" + (" (forced)" if run.get("forced") else "")
 
 
 def _mark(letters: str) -> str:
@@ -139,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--force", action="store_true",
+                        help="every chain's factor is the bound, whatever its window reads")
     parser.add_argument("--window-reading", action="store_true",
                         help="print how the window reads AR(1) chains instead of running")
     args = parser.parse_args(argv)
@@ -154,9 +164,10 @@ def main(argv: list[str] | None = None) -> None:
         for sampler in args.steps.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
                 chosen: list = []
-                with work_cap(cap, chosen):
+                with work_cap(cap, chosen, args.force):
                     res = run_one(spec, sampler, ref, args.tune, args.draws, args.chains, seed)
-                out = res.to_dict() | {"cap": cap, "criteria": cell(res.to_dict()),
+                out = res.to_dict() | {"cap": cap, "forced": args.force,
+                                       "criteria": cell(res.to_dict()),
                                        "factors": [c[0] for c in chosen],
                                        "taus": [c[1] for c in chosen]}
                 runs.append(out)

@@ -372,6 +372,11 @@ def test_work_cap_sets_the_bound_inside_the_block_only(tmp_path, capsys):
             work.update(draw, np.array([1.0, float(draw % 5)]))  # one coordinate stuck
         assert work.final(None) == 8.0  # as a step calls it: a target or None
     assert chosen == [(8.0, np.inf)]
+    with work_cap(8.0, chosen, force=True):  # a chain that reads a short time takes 8
+        work = WorkPerDraw.schedule(1000, 500, 4.0)
+        for draw in range(work.start, work.decide):
+            work.update(draw, np.array([np.sin(draw), np.cos(3.0 * draw)]))
+        assert work.final(None) == 8.0 and chosen[-1][1] < 2.0
     assert WorkPerDraw.schedule(1000, 500).max_factor == 4.0
     assert isinstance(WorkPerDraw.__dict__["schedule"], classmethod)
     acc = {"max_rhat": 1.005, "min_ess_bulk": 500.0, "mean_err": 0.12, "sd_ratio": 0.95,
@@ -383,6 +388,9 @@ def test_work_cap_sets_the_bound_inside_the_block_only(tmp_path, capsys):
     main(["--report", str(path)])
     out = capsys.readouterr().out
     assert "| rw | 16 | 1000 | 1 | M / ✓ |" in out and "1 of 1 (1)" in out
+    path.write_text(json.dumps({"runs": [run | {"forced": True}]}))
+    main(["--report", str(path)])
+    assert "| rw | 16 (forced) | 1000 | 1 |" in capsys.readouterr().out
 
 
 def test_gp_ceiling_moves_sample_a_known_gaussian():
