@@ -45,7 +45,7 @@ def compare_variants(models: list[str], seeds: list[int],
         SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
         keys[label] = key
     print("| model | seed | "
-          + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria; evals"
+          + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria; evals; worst sd ratio"
                        for label in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
@@ -64,7 +64,7 @@ def compare_variants(models: list[str], seeds: list[int],
                 passed[label] += bool(acc["all_ok"])
                 cell = (f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
                         f"({acc['max_rhat']:.3f}) {run.wall:.1f} {failed_letters(run)}; "
-                        f"{run.evals / 1000:.1f}k")
+                        f"{run.evals / 1000:.1f}k; sd ratio {acc['sd_ratio']:.2f}")
                 if run.screen_active is not None:
                     cell += (f"; screen active {run.screen_active:.2f}, "
                              f"stage 1 {run.screen_stage1:.2f}")
