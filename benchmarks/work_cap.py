@@ -3,7 +3,8 @@
 ``python -m benchmarks.work_cap --model gp-pois-regr --steps rw,kamh,fkamh,khmc
 --seeds 1,2,3 --caps 4,8,16 [--tune 1000] [--force] --json out.json``;
 ``python -m benchmarks.work_cap --report out.json...`` prints the markdown table;
-``python -m benchmarks.work_cap --window-reading`` how the window reads long times.
+``python -m benchmarks.work_cap --window-reading`` how the window reads long times;
+``python -m benchmarks.work_cap --escalation 4 100`` what windows that escalate would reach.
 
 Each run is the suite's (:func:`benchmarks.suite.runner.run_one`: ``pm.sample``'s defaults
 otherwise, chains one after the other, every log-density evaluation counted) with
@@ -32,7 +33,7 @@ from .suite.models import MODELS
 from .suite.reference import load_reference
 from .suite.runner import run_one
 
-__all__ = ["main", "report", "work_cap"]
+__all__ = ["escalation", "main", "report", "work_cap"]
 
 #: The issue's tolerances on means (reference sds) and sd ratios (the suite's are 0.1, 0.1).
 ISSUE_TOL = (0.15, 0.15)
@@ -134,6 +135,36 @@ def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
     return lines
 
 
+def escalation(windows: int = 4, size: int = 100, bound: float = 32.0,
+               rhos=(0.5, 0.8, 0.9, 0.95, 0.98, 0.995), seeds: int = 40) -> list[str]:
+    """A design check for a window that escalates: on AR(1) chains (per-draw coefficient
+    ``rho ** factor`` at a factor), ``windows`` windows of ``size`` draws each read the
+    time as :class:`WorkPerDraw` does and multiply the factor by ``max(1, tau / 3)``, up to
+    ``bound``.  Per ``rho``: the factor needed (``tau / 3``, bounded) and the factors reached
+    over ``seeds`` chains (min, median, max, the share at the bound)."""
+    lines = ["| true time | factor needed | reached: min | median | max | at the bound |",
+             "|---|---|---|---|---|---|"]
+    for rho in rhos:
+        reached = []
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            factor, x = 1.0, rng.standard_normal(2)
+            for _ in range(windows):
+                window = work.WorkPerDraw(start=1, decide=size + 1, max_factor=np.inf)
+                coef = np.array([rho**factor, 0.0])
+                for draw in range(1, size + 1):
+                    x = coef * x + np.sqrt(1 - coef**2) * rng.standard_normal(2)
+                    window.update(draw, x)
+                window.final()
+                factor = float(np.clip(factor * max(1.0, window.asked), 1.0, bound))
+            reached.append(factor)
+        tau = (1 + rho) / (1 - rho)
+        lines.append(f"| {tau:.0f} | {min(tau / 3, bound):.1f} | {min(reached):.1f} | "
+                     f"{np.median(reached):.1f} | {max(reached):.1f} | "
+                     f"{np.mean(np.array(reached) >= bound):.2f} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: one line of JSON per run on stdout, all of them in ``--json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -151,7 +182,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="every chain's factor is the bound, whatever its window reads")
     parser.add_argument("--window-reading", action="store_true",
                         help="print how the window reads AR(1) chains instead of running")
+    parser.add_argument("--escalation", type=int, nargs=2, default=None,
+                        metavar=("WINDOWS", "SIZE"),
+                        help="print the escalating-window check instead of running")
     args = parser.parse_args(argv)
+    if args.escalation:
+        print("\n".join(escalation(*args.escalation)))
+        return
     if args.report:
         print("\n".join(report(args.report)))
         return

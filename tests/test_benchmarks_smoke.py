@@ -455,3 +455,18 @@ def test_work_cap_window_reading_reads_long_times_short():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert header.startswith("| AR(1)") and cells[:2] == ["0.995", "399"]
     assert 1.0 < float(cells[3]) < 60.0  # the median reading
+
+
+def test_work_cap_escalation_reaches_further_than_one_window():
+    """On a chain whose time is 399 draws, four escalating windows of 100 draws reach a
+    larger median factor than one window of 200 (which reads about 12, factor 4); on a
+    chain whose time is 3 the median stays 1."""
+    from benchmarks.work_cap import escalation
+
+    def medians(lines):
+        return [float(line.split("|")[4]) for line in lines[2:]]
+
+    one = medians(escalation(1, 200, rhos=(0.5, 0.995), seeds=9))
+    four = medians(escalation(4, 100, rhos=(0.5, 0.995), seeds=9))
+    assert one[0] == four[0] == 1.0
+    assert one[1] < 6.0 < 16.0 < four[1]
