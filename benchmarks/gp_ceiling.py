@@ -108,35 +108,11 @@ def local_walk(logp: Counted, neg_hessian: Callable[[np.ndarray], np.ndarray],
 def elliptical_gibbs(logp: Counted, x0: np.ndarray, latent: slice, hyper_sd: np.ndarray,
                      hyper_steps: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """Sweeps of one elliptical slice update of ``x[latent]`` (prior ``N(0, I)``) and
-    ``hyper_steps`` random-walk updates of the other coordinates (sd ``hyper_sd``)."""
-    x, lx = x0.copy(), logp(x0)
-    hyper = np.ones(x0.size, bool)
-    hyper[latent] = False
-    out = np.empty((n, x0.size))
-    for t in range(n):
-        w = x[latent]
-        # slice on the log density without the latent prior: log L = log p + |w|^2 / 2
-        threshold = lx + 0.5 * w @ w + np.log(rng.uniform())
-        nu = rng.standard_normal(w.size)
-        theta = rng.uniform(0.0, 2.0 * np.pi)
-        lo, hi = theta - 2.0 * np.pi, theta
-        while True:
-            y = x.copy()
-            y[latent] = w * np.cos(theta) + nu * np.sin(theta)
-            ly = logp(y)
-            if ly + 0.5 * y[latent] @ y[latent] > threshold:
-                x, lx = y, ly
-                break
-            lo, hi = (theta, hi) if theta < 0 else (lo, theta)
-            theta = rng.uniform(lo, hi)
-        for _ in range(hyper_steps):
-            y = x.copy()
-            y[hyper] += hyper_sd * rng.standard_normal(hyper.sum())
-            ly = logp(y)
-            if np.log(rng.uniform()) < ly - lx:
-                x, lx = y, ly
-        out[t] = x
-    return out
+    ``hyper_steps`` random-walk updates of the other coordinates (sd ``hyper_sd``): the
+    centred sweep below with the identity as the prior's factor."""
+    identity = np.eye(x0[latent].size)
+    return centred_elliptical_gibbs(logp, x0, latent, lambda _: identity, hyper_sd,
+                                    hyper_steps, n, rng)
 
 
 def centred_elliptical_gibbs(logp: Counted, x0: np.ndarray, latent: slice,

@@ -111,6 +111,20 @@ def _mark(letters: str) -> str:
     return "✓" if letters == "ok" else letters
 
 
+def _read_ar1(rho: float, size: int, rng: np.random.Generator,
+              x: np.ndarray) -> tuple[work.WorkPerDraw, np.ndarray]:
+    """A window of ``size`` draws read by :class:`WorkPerDraw` (unbounded) on a chain from
+    ``x`` whose first coordinate is an AR(1) with coefficient ``rho``, the second
+    independent; the window after :meth:`~WorkPerDraw.final`, and the last draw."""
+    window = work.WorkPerDraw(start=1, decide=size + 1, max_factor=np.inf)
+    coef = np.array([rho, 0.0])
+    for draw in range(1, size + 1):
+        x = coef * x + np.sqrt(1 - coef**2) * rng.standard_normal(2)
+        window.update(draw, x)
+    window.final()
+    return window, x
+
+
 def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
     """How the work-per-draw window reads long autocorrelation times: per AR(1) coefficient
     (and true time ``(1 + rho) / (1 - rho)``), the time ``WorkPerDraw`` measures over the
@@ -122,13 +136,7 @@ def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
         read = []
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
-            window = work.WorkPerDraw(start=1, decide=201)
-            coef = np.array([rho, 0.0])
-            x = rng.standard_normal(2)
-            for draw in range(1, 201):
-                x = coef * x + np.sqrt(1 - coef**2) * rng.standard_normal(2)
-                window.update(draw, x)
-            window.final()
+            window, _ = _read_ar1(rho, 200, rng, rng.standard_normal(2))
             read.append(window.tau)
         lines.append(f"| {rho} | {(1 + rho) / (1 - rho):.0f} | {min(read):.1f} | "
                      f"{np.median(read):.1f} | {max(read):.1f} |")
@@ -150,12 +158,7 @@ def escalation(windows: int = 4, size: int = 100, bound: float = 32.0,
             rng = np.random.default_rng(seed)
             factor, x = 1.0, rng.standard_normal(2)
             for _ in range(windows):
-                window = work.WorkPerDraw(start=1, decide=size + 1, max_factor=np.inf)
-                coef = np.array([rho**factor, 0.0])
-                for draw in range(1, size + 1):
-                    x = coef * x + np.sqrt(1 - coef**2) * rng.standard_normal(2)
-                    window.update(draw, x)
-                window.final()
+                window, x = _read_ar1(rho**factor, size, rng, x)
                 factor = float(np.clip(factor * max(1.0, window.asked), 1.0, bound))
             reached.append(factor)
         tau = (1 + rho) / (1 - rho)
