@@ -125,6 +125,12 @@ def _read_ar1(rho: float, size: int, rng: np.random.Generator,
     return window, x
 
 
+def _over_chains(rhos, seeds: int, one) -> list[tuple[float, list]]:
+    """Per coefficient, ``one(rho, rng)`` on ``seeds`` chains seeded ``0, 1, ...``."""
+    return [(rho, [one(rho, np.random.default_rng(seed)) for seed in range(seeds)])
+            for rho in rhos]
+
+
 def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
     """How the work-per-draw window reads long autocorrelation times: per AR(1) coefficient
     (and true time ``(1 + rho) / (1 - rho)``), the time ``WorkPerDraw`` measures over the
@@ -132,12 +138,8 @@ def window_reading(rhos=(0.9, 0.95, 0.98, 0.995), seeds: int = 20) -> list[str]:
     the other coordinate independent."""
     lines = ["| AR(1) coefficient | true time | read: min | median | max |",
              "|---|---|---|---|---|"]
-    for rho in rhos:
-        read = []
-        for seed in range(seeds):
-            rng = np.random.default_rng(seed)
-            window, _ = _read_ar1(rho, 200, rng, rng.standard_normal(2))
-            read.append(window.tau)
+    for rho, read in _over_chains(rhos, seeds, lambda rho, rng: _read_ar1(
+            rho, 200, rng, rng.standard_normal(2))[0].tau):
         lines.append(f"| {rho} | {(1 + rho) / (1 - rho):.0f} | {min(read):.1f} | "
                      f"{np.median(read):.1f} | {max(read):.1f} |")
     return lines
@@ -152,15 +154,15 @@ def escalation(windows: int = 4, size: int = 100, bound: float = 32.0,
     over ``seeds`` chains (min, median, max, the share at the bound)."""
     lines = ["| true time | factor needed | reached: min | median | max | at the bound |",
              "|---|---|---|---|---|---|"]
-    for rho in rhos:
-        reached = []
-        for seed in range(seeds):
-            rng = np.random.default_rng(seed)
-            factor, x = 1.0, rng.standard_normal(2)
-            for _ in range(windows):
-                window, x = _read_ar1(rho**factor, size, rng, x)
-                factor = float(np.clip(factor * max(1.0, window.asked), 1.0, bound))
-            reached.append(factor)
+
+    def escalate(rho, rng):
+        factor, x = 1.0, rng.standard_normal(2)
+        for _ in range(windows):
+            window, x = _read_ar1(rho**factor, size, rng, x)
+            factor = float(np.clip(factor * max(1.0, window.asked), 1.0, bound))
+        return factor
+
+    for rho, reached in _over_chains(rhos, seeds, escalate):
         tau = (1 + rho) / (1 - rho)
         lines.append(f"| {tau:.0f} | {min(tau / 3, bound):.1f} | {min(reached):.1f} | "
                      f"{np.median(reached):.1f} | {max(reached):.1f} | "
