@@ -8,7 +8,7 @@
   moments and, for the mixture, a known log evidence (0).
 * :class:`NumpyLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
   ``Op`` without gradient, in a model whose evaluations the suite's
-  :class:`~benchmarks.suite.counting.EvalCounter` counts, to compare samplers by the number
+  :class:`~pymc_kameleon.models.counting.EvalCounter` counts, to compare samplers by the number
   of target evaluations they spend and to check the one-evaluation-per-iteration contract.
   (Users read the steps' ``n_evals`` stat instead.)
 
@@ -31,12 +31,12 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_kameleon.models.counting import EvalCounter, add_counter
+
 # the banana model's prior option and argument checks, shared so that both targets agree
 from pymc_kameleon.models.factories import vector_variable
 from pymc_kameleon.models.targets import LOG_2PI
 from pymc_kameleon.validation import check_integral, check_positive
-
-from .suite.counting import EvalCounter, add_counter
 
 __all__ = [
     "NumpyLogp",
@@ -220,7 +220,7 @@ class NumpyLogp(Op):
     modify it.  The ``Op`` has no gradient (gradient-based samplers are not assigned to it).
     Unlike PyTensor's ``as_op`` it pickles with ``cloudpickle`` whatever ``fn`` is (a lambda,
     a ``functools.partial``), so its models run with ``cores > 1``.  Count its evaluations
-    with :func:`benchmarks.suite.counting.add_counter` (:func:`counted_model` does).
+    with :func:`pymc_kameleon.models.counting.add_counter` (:func:`counted_model` does).
 
     Parameters
     ----------
@@ -271,7 +271,7 @@ def counted_model(
 
     Builds a ``pm.Flat`` vector ``name`` of shape ``(dim,)`` and the potential
     ``pm.Potential(f"{name}_logp", NumpyLogp(logp_fn)(x))``, and the evaluation counter of
-    :func:`benchmarks.suite.counting.add_counter`.  Reset ``op.count = 0`` right before the
+    :func:`pymc_kameleon.models.counting.add_counter`.  Reset ``op.count = 0`` right before the
     run you measure (PyMC evaluates the density while setting up, e.g. to check the initial
     point) and sample with ``cores=1``.
 
@@ -291,7 +291,7 @@ def counted_model(
     -------
     model : pymc.Model
         The model.
-    op : benchmarks.suite.counting.EvalCounter
+    op : pymc_kameleon.models.counting.EvalCounter
         Its counter (``op.count``).
 
     References

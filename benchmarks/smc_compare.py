@@ -48,11 +48,11 @@ from scipy.special import logsumexp
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.importance import kish_ess, resample_indices
+from pymc_kameleon.models.counting import add_counter, find_counter
 
 from .common import per_chain, quiet_pymc
 from .smc import SMC_REFERENCES, mixture_target
 from .smc_reference import weighted_quantiles
-from .suite.counting import add_counter, find_counter
 from .suite.metrics import stack_posterior
 from .suite.models import MODELS, free_var_labels
 from .suite.reference import load_reference

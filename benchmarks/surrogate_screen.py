@@ -69,9 +69,9 @@ from pymc_kameleon.math.kernels import distinct_rows, median_heuristic
 from pymc_kameleon.math.rff import RandomFourierFeatures
 from pymc_kameleon.math.score_matching import FiniteScoreEstimator, cross_validate
 from pymc_kameleon.math.surrogate_regression import KernelRidgeSurrogate
+from pymc_kameleon.models.counting import add_counter
 
 from .common import quiet_pymc
-from .suite.counting import add_counter
 from .suite.metrics import accuracy, diagnostics
 from .suite.models import MODELS, free_var_labels
 from .suite.reference import load_reference

@@ -15,13 +15,13 @@ from scipy import stats
 from benchmarks.models import NumpyLogp
 from benchmarks.suite import cli, runner
 from benchmarks.suite.analytic import dirichlet_moments, gauss50_moments
-from benchmarks.suite.counting import EvalCounter, add_counter, find_counter
 from benchmarks.suite.data import MULTINOMIAL_COUNTS
 from benchmarks.suite.metrics import accuracy, diagnostics, stack_posterior
 from benchmarks.suite.models import MODELS, free_var_labels, gauss50_cov, set_glass_path
 from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
 from benchmarks.suite.runner import DEFAULT_SAMPLERS, run_one
 from pymc_kameleon import RandomWalkStep
+from pymc_kameleon.models.counting import EvalCounter, add_counter, find_counter
 
 MODEL_PARAMS = [
     pytest.param(name, marks=pytest.mark.skipif(not spec.available(), reason="data absent"))

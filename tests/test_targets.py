@@ -22,8 +22,8 @@ from pytensor.gradient import NullTypeGradError
 from scipy import stats
 
 from benchmarks.models import NumpyLogp, counted_model, flower_model, gaussian_model
-from benchmarks.suite.counting import find_counter
 from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.counting import find_counter
 from pymc_kameleon.models.targets import (
     QUANTILE_LEVELS,
     _sample_radius,  # the conditional sampler, tested directly

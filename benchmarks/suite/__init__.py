@@ -5,7 +5,7 @@
 * :mod:`~benchmarks.suite.reference`: cached reference posteriors
   (``python -m benchmarks.suite.reference --model NAME``); closed forms in
   :mod:`~benchmarks.suite.analytic`.
-* :mod:`~benchmarks.suite.counting`: the counting potential (log-density evaluations).
+* :mod:`~pymc_kameleon.models.counting`: the counting potential (log-density evaluations).
 * :mod:`~benchmarks.suite.metrics`: R-hat, ESS and the comparison with a reference.
 * :mod:`~benchmarks.suite.runner`, :mod:`~benchmarks.suite.report`,
   :mod:`~benchmarks.suite.cli`: ``python -m benchmarks.suite`` (tables and JSON).

@@ -1,7 +1,7 @@
 """Run samplers on the suite's models and measure them with ``pm.sample(step=Step())``.
 
 One run = one sampler on one model: a fresh model with the counting potential of
-:mod:`benchmarks.suite.counting`, the step built in the model context, then
+:mod:`pymc_kameleon.models.counting`, the step built in the model context, then
 ``pm.sample(draws, tune, chains, cores=1, step=step, random_seed=seed)`` with PyMC's other
 defaults (``progressbar`` and ``compute_convergence_checks`` off: they only cost time).
 Chains run one after the other in this process (``cores=1``) so that the counter sees every
@@ -25,10 +25,10 @@ import numpy as np
 import pymc as pm
 
 from pymc_kameleon import KernelHMCStep, RandomWalkStep
+from pymc_kameleon.models.counting import add_counter
 
 from ..common import SAMPLERS as COMMON_SAMPLERS
 from ..common import SamplerSpec, per_chain, quiet_pymc
-from .counting import add_counter
 from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
 from .reference import Reference, tail_quantiles

@@ -199,7 +199,7 @@ class SurrogateScreen:
 
     def init(self, dim: int) -> ScreenState:
         """An empty, inactive screen for a ``dim``-dimensional chain."""
-        return ScreenState(np.empty((self.max_points, dim)), np.empty(self.max_points))
+        return ScreenState(np.zeros((self.max_points, dim)), np.zeros(self.max_points))
 
     def update(self, state: ScreenState, x: np.ndarray, logp: float) -> None:
         """Record one evaluated point ``x`` (model coordinates) and its log density (no-op

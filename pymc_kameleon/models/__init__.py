@@ -9,13 +9,17 @@
 * :func:`lotka_volterra_model` (:mod:`pymc_kameleon.models.ode`): a black-box ODE model,
   Lotka-Volterra solved by SciPy's ``odeint`` inside an Op without gradient
   (:doc:`/examples/black_box_ode`).
+* :func:`add_counter` (:mod:`pymc_kameleon.models.counting`): a potential that counts a
+  model's log-density evaluations, to check a sampler's bill independently.
 
 The models only the tests and benchmarks use (the flower's, Gaussians, a counted model) live
 next to them, in the repository's ``benchmarks.models``; the flower target itself is in
 :mod:`pymc_kameleon.models.targets`.
 """
 
+from .counting import add_counter, find_counter
 from .factories import banana_model, gp_classification_model
 from .ode import lotka_volterra_model
 
-__all__ = ["banana_model", "gp_classification_model", "lotka_volterra_model"]
+__all__ = ["add_counter", "banana_model", "find_counter", "gp_classification_model",
+           "lotka_volterra_model"]

@@ -12,6 +12,7 @@ saved state live in the sibling modules.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -295,15 +296,31 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
 
     @property
     def sampling_state(self) -> KernelStepState:
+        # the model's stored value is saved too: whether the next draw finds the incoming
+        # point's value there decides how often it evaluates
         return save_state(self.vars, self.rng, self.tune, self._logp_fn,
                           {"warm": self._chain.record, "chain_tune": self._chain.tune,
-                           "failed": self._density.failed})
+                           "failed": self._density.failed,
+                           "stored": self._chain.point_sync.store})
 
     @sampling_state.setter
     def sampling_state(self, state: KernelStepState) -> None:
         self.rng, self.tune, chain = restore_state(state, self.vars, self._logp_fn)
         self._chain.record, self._chain.tune = chain["warm"], chain["chain_tune"]
         self._density.failed = chain.get("failed", FailedEvaluations())
+        if "stored" in chain:
+            self._chain.point_sync.store.put(chain["stored"].key, chain["stored"].logp)
+
+    def __deepcopy__(self, memo: dict) -> BaseKernelStep:
+        # a copy samples the same model and shares its stored value, as a second step of
+        # the model does (PyMC cannot clone a model with initvals)
+        sync = self._chain.point_sync
+        memo.setdefault(id(self._chain.start.model), self._chain.start.model)
+        memo.setdefault(id(sync.store), sync.store)
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
 
     # ------------------------------------------------------------------ sampling
     def step(self, point):

@@ -65,7 +65,7 @@ def to_state(obj: Any) -> Any:
     if isinstance(obj, float):
         return ScalarState(value=np.array(obj))
     if isinstance(obj, np.ndarray):
-        return obj.copy()
+        return obj.copy(order="K")  # the layout too: BLAS results depend on it
     if is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
         values = {f.name: to_state(getattr(obj, f.name)) for f in fields(obj)}
@@ -98,7 +98,7 @@ def from_state(state: Any) -> Any:
             _fill_missing_fields(obj, state)
         return obj
     if isinstance(state, np.ndarray):
-        return state.copy()
+        return state.copy(order="K")
     if isinstance(state, dict):
         return {k: from_state(v) for k, v in state.items()}
     if isinstance(state, (list, tuple)):  # noqa: UP038
