@@ -1,8 +1,9 @@
-"""Bit-identity check of every step's draws across a refactoring.
+"""Bit-identity check of every step's and KameleonSMC's draws across a refactoring.
 
-Runs each step through ``pm.sample`` at a fixed seed on two small models (a correlated
-Gaussian, and a scale-location model with a log-transformed scale) and prints one SHA-256
-per step and model of the posterior arrays and one of the sample stats.  ``--save FILE``
+Runs each step through ``pm.sample`` and KameleonSMC (its default stages, waste-free,
+``recycle``, an executor) through ``pm.sample_smc`` at a fixed seed on two small models (a
+correlated Gaussian, and a scale-location model with a log-transformed scale) and prints one
+SHA-256 per sampler and model of the posterior arrays and one of the sample stats.  ``--save FILE``
 writes the hashes, ``--check FILE`` compares against a saved file and exits non-zero on any
 difference.  Hashes depend on the installed PyMC/PyTensor/NumPy, so keep one file per
 environment; each environment must stay equal to itself.
@@ -20,11 +21,18 @@ import logging
 import sys
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pymc as pm
 
-from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
+from pymc_kameleon import (
+    FastKameleonStep,
+    KameleonSMC,
+    KameleonStep,
+    KernelHMCStep,
+    RandomWalkStep,
+)
 from pymc_kameleon.adaptation import GeometricSchedule
 from pymc_kameleon.compat import group_dataset
 
@@ -68,6 +76,15 @@ STEPS: dict[str, Callable[[], object]] = {
 }
 
 
+SMC_DRAWS = 400
+SMC: dict[str, dict] = {
+    "smc": {},
+    "smc_waste_free": {"waste_free": True},
+    "smc_recycle": {"recycle": 600},
+    "smc_budget": {"max_evals": 4000},
+}
+
+
 def _digest(dataset) -> str:
     """SHA-256 of every variable of ``dataset``, in name order, values and dtypes."""
     h = hashlib.sha256()
@@ -76,7 +93,9 @@ def _digest(dataset) -> str:
         h.update(name.encode())
         h.update(str(values.dtype).encode())
         h.update(str(values.shape).encode())
-        h.update(values.tobytes())
+        # SMC's per-stage stats are object arrays (a list per chain): their bytes are
+        # pointers, so hash their values' text
+        h.update(repr(values.tolist()).encode() if values.dtype == object else values.tobytes())
     return h.hexdigest()
 
 
@@ -92,6 +111,22 @@ def run_all() -> dict[str, dict[str, str]]:
                     random_seed=SEED, progressbar=False, compute_convergence_checks=False,
                 )
             key = f"{model_name}/{step_name}"
+            out[key] = {
+                "posterior": _digest(group_dataset(idata, "posterior")),
+                "sample_stats": _digest(group_dataset(idata, "sample_stats")),
+            }
+            print(key, out[key]["posterior"][:16], out[key]["sample_stats"][:16], flush=True)
+        for smc_name, kwargs in {**SMC, "smc_executor": None}.items():
+            executor = ThreadPoolExecutor(2) if kwargs is None else None
+            with build(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                idata = pm.sample_smc(
+                    draws=SMC_DRAWS, chains=2, cores=1, kernel=KameleonSMC,
+                    random_seed=SEED, progressbar=False, compute_convergence_checks=False,
+                    **(kwargs if executor is None else {"executor": executor}))
+            if executor is not None:
+                executor.shutdown()
+            key = f"{model_name}/{smc_name}"
             out[key] = {
                 "posterior": _digest(group_dataset(idata, "posterior")),
                 "sample_stats": _digest(group_dataset(idata, "sample_stats")),

@@ -17,10 +17,11 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.compile.ops import as_op
 
-from benchmarks.smc_reference import run_stages
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.batch import BatchEvaluator
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.smc import MixtureMove
+from pymc_kameleon.smc.report import progressbar_config, progressbar_update
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
@@ -182,10 +183,11 @@ def test_waste_free_spends_one_evaluation_per_new_state(curved):
     assert group_dataset(idata, "sample_stats").attrs["waste_free"] == 4
 
 
-class _DroppedReverseDensity(KameleonSMC):
+class _DroppedReverseDensity(MixtureMove):
     """Deliberately broken: MH ratio without the proposal densities (as if symmetric)."""
 
-    def _log_ratio(self, prop_logp, cur_logp, *args):
+    @staticmethod
+    def log_ratio(prop_logp, cur_logp, *args):
         r = prop_logp - cur_logp
         return np.where(np.isnan(r), -np.inf, r)
 
@@ -208,8 +210,9 @@ def test_waste_free_conjugate_groups(conjugate, kernel):
     have the pooled sd within 8 % of the posterior's and the mean within 0.15 sd (calibration
     in docs/benchmarks/test_calibration.md).  Without the reverse density the independent
     moves shrink the spread: it must fail."""
-    idata = _smc(conjugate, draws=400, chains=12, seed=7, kernel=kernel, waste_free=True,
-                 independent_weight=0.5)
+    move = None if kernel is KameleonSMC else kernel()
+    idata = _smc(conjugate, draws=400, chains=12, seed=7, waste_free=True,
+                 independent_weight=0.5, move=move)
     x = group_dataset(idata, "posterior")["x"].values
     ok = [abs(x[g].std() / POST_SD - 1) < 0.08 and abs(x[g].mean() - POST_MEAN) < 0.15 * POST_SD
           for g in (slice(i, i + 3) for i in range(0, 12, 3))]
@@ -283,7 +286,7 @@ def test_recycled_draws_and_evidence_on_a_conjugate_model(conjugate, monkeypatch
     recycled log evidence within 0.05 nats of the exact one (calibration in
     docs/benchmarks/test_calibration.md).  Weights without the proposals' density must fail."""
     if broken:
-        monkeypatch.setattr("pymc_kameleon.smc.mixture_log_weights", _target_only)
+        monkeypatch.setattr("pymc_kameleon.smc.recycling.mixture_log_weights", _target_only)
     idata = _smc(conjugate, draws=400, chains=8, seed=9, recycle=3000)
     x = group_dataset(idata, "posterior")["x"].values
     assert x.shape == (8, 3000)
@@ -313,8 +316,8 @@ def test_progress_bar_shows_the_chain_evaluations(curved):
     """PyMC's progress-bar hook: "-" before the chain runs here, then its evaluations."""
     with curved:
         kernel = KameleonSMC(draws=50, model=curved, random_seed=1)
-    (update,) = kernel._make_progressbar_update_functions()
-    columns, stats = kernel._progressbar_config(2)
+    update = progressbar_update(kernel)
+    columns, stats = progressbar_config(2)
     assert stats["evals"] == ["-", "-"] and len(columns) == 2
     assert update({"beta": 0.0}) == {"beta": 0.0, "evals": "-"}
     kernel.initialize(None, np.random.default_rng(1))
@@ -374,28 +377,33 @@ def test_particles_still_moving_at_the_end_are_reported(collinear):
     assert sum(w for w, _ in keeping_up) <= 1, keeping_up
 
 
-class _RecordedLevels(KameleonSMC):
-    """Records per stage its steps, and per step the particles' mean tempered log density
-    and the standard error of a difference of two such means."""
+class RecordedLevels:
+    """A callback recording per stage its steps, the particles' mean tempered log density
+    before the first step and after each, and the standard error of a difference of two
+    such means after the last."""
 
-    def _mh_step(self, chains):
-        out = super()._mh_step(chains)
-        self.levels.append((float(np.mean(chains.logp)),
-                            float(np.sqrt(2 / len(chains.logp)) * np.std(chains.logp))))
-        return out
+    def __init__(self):
+        self.stages = []
 
-    def mutate(self):
-        self.levels = [(float(np.mean(self.tempered_posterior_logp)), np.nan)]
-        super().mutate()
-        self.stages.append((self.n_steps, self.levels))
+    def __call__(self, record):
+        if record.n_steps == 1:
+            self.stages.append(None)
+        se = float(np.sqrt(2 / len(record.logp)) * np.std(record.logp))
+        self.stages[-1] = (record.n_steps, list(record.levels), se)
 
 
 def _stages(curved, seed, **kwargs):
+    recorded = RecordedLevels()
     with curved:
-        k = _RecordedLevels(draws=200, model=curved, random_seed=2, refresh_fraction=0.0,
-                            **kwargs)
-    k.stages = []
-    return run_stages(k, np.random.default_rng(seed)).stages
+        k = KameleonSMC(draws=200, model=curved, random_seed=2, refresh_fraction=0.0,
+                        callback=recorded, **kwargs)
+    k.initialize(None, np.random.default_rng(seed))
+    while k.beta < 1:
+        k.update_beta_and_weights()
+        k.resample()
+        k.tune()
+        k.mutate()
+    return recorded.stages
 
 
 @pytest.mark.parametrize("stationarity", [1.0, None])
@@ -406,10 +414,11 @@ def test_stage_ends_only_when_the_mean_log_density_has_levelled(curved, stationa
     runs ends while still rising (the test of the test)."""
     levelled = []
     for seed in (6, 7, 8):
-        for n_steps, levels in _stages(curved, seed, stationarity=stationarity, min_steps=2):
+        for n_steps, levels, se in _stages(curved, seed, stationarity=stationarity,
+                                           min_steps=2):
             assert n_steps >= 2 and len(levels) == n_steps + 1
-            rise = levels[-1][0] - levels[max(0, len(levels) - 4)][0]
-            levelled.append(rise <= levels[-1][1])
+            rise = levels[-1] - levels[max(0, len(levels) - 4)]
+            levelled.append(rise <= se)
     assert all(levelled) == (stationarity is not None), levelled
 
 

@@ -59,7 +59,7 @@ def check_robbins_monro(*, initial: float | None = None, target: float | None = 
 
 def log_scale_step(log_value: float, t: int, exponent: float, accept_prob: float,
                    target: float, lower: float = -LOG_BOUND,
-                   upper: float = LOG_BOUND) -> float:
+                   upper: float = LOG_BOUND, gain: float | None = None) -> float:
     """One Robbins-Monro step on a log scale, clipped to ``[lower, upper]``.
 
     ``log s <- clip(log s + t^-c (alpha - alpha*), lower, upper)``, an acceptance
@@ -77,6 +77,9 @@ def log_scale_step(log_value: float, t: int, exponent: float, accept_prob: float
         Observed acceptance probability (or a batch mean) and its target.
     lower, upper : float
         Bounds of the log scale (default ``-+60``).
+    gain : float, optional
+        A constant gain instead of ``t^-exponent`` (SMC's between-stage adaptation, where
+        adapting does not bias the result).
 
     Returns
     -------
@@ -88,7 +91,7 @@ def log_scale_step(log_value: float, t: int, exponent: float, accept_prob: float
     >>> log_scale_step(0.0, 1, 0.6, 1.0, 0.25)
     0.75
     """
-    gain = t ** (-exponent)
+    gain = t ** (-exponent) if gain is None else gain
     step = gain * (float(np.nan_to_num(accept_prob)) - target)
     return float(np.clip(log_value + step, lower, upper))
 

@@ -5,7 +5,7 @@ location ``m`` and scale ``L`` of the posterior in growing windows, as PyMC and 
 NUTS's mass matrix (the kernel itself: :mod:`.warmup_kernel`).  The kernel samplers then work
 in whitened coordinates ``u = L^{-1} (x - m)``.  This module holds the pieces:
 
-* :class:`AffineMap`: ``x = m + L u`` and back;
+* :class:`~pymc_kameleon.math.whitening.AffineMap`: ``x = m + L u`` and back;
 * :func:`window_ends`: the window boundaries (in PyMC draws), and
   :func:`tuning_window_ends` for a warm-up that runs for the whole tuning phase;
 * :func:`climb_end`: where the first window's climb from the initial point ends;
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.linalg.lapack import dtrtrs
 
 from ..math.linalg import safe_cholesky
+from ..math.whitening import AffineMap
 
 __all__ = [
     "AffineMap",
@@ -52,41 +52,6 @@ __all__ = [
     "tuning_window_ends",
     "window_ends",
 ]
-
-
-@dataclass
-class AffineMap:
-    """The whitening map ``x = mean + chol @ u`` (``chol`` lower triangular)."""
-
-    mean: np.ndarray
-    chol: np.ndarray
-
-    @classmethod
-    def identity(cls, dim: int) -> AffineMap:
-        return cls(np.zeros(dim), np.eye(dim))
-
-    @classmethod
-    def from_cov(cls, mean: np.ndarray, cov: np.ndarray) -> AffineMap:
-        """The map whose ``u`` is standard when ``x ~ N(mean, cov)``."""
-        return cls(np.array(mean, dtype=float), safe_cholesky(np.asarray(cov, float))[0])
-
-    @property
-    def cov(self) -> np.ndarray:
-        return self.chol @ self.chol.T
-
-    def to_x(self, u: np.ndarray) -> np.ndarray:
-        return self.mean + self.chol @ u
-
-    def to_u(self, x: np.ndarray) -> np.ndarray:
-        # LAPACK's triangular solve directly: scipy's wrapper checks its arguments at a
-        # cost above the solve's at any d of interest, once per draw (docs/changelog.md).
-        # Called as scipy calls it on a C-ordered factor (its transpose, which is Fortran-
-        # ordered, transposed back by LAPACK): the same operations, so the same bits.
-        u, info = dtrtrs(self.chol.T, np.asarray(x, dtype=float) - self.mean, lower=0,
-                         trans=1)
-        if info != 0:  # a singular factor (never from from_cov): let SciPy report it
-            return solve_triangular(self.chol, x - self.mean, lower=True)
-        return u
 
 
 def window_ends(warmup_draws: int) -> tuple[int, ...]:

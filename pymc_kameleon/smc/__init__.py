@@ -1,0 +1,33 @@
+"""Kernel adaptive SMC (KASMC): a KAMH mutation kernel for ``pm.sample_smc``.
+
+``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's adaptive tempering, systematic
+resampling and log marginal likelihood estimate, and replaces only the mutation: at each
+stage every particle runs exact Metropolis-Hastings steps for the tempered posterior with
+a mixture of the KAMH proposal and an independent Gaussian-mixture proposal, both built
+from the stage's particle system (see ``docs/smc.md``).
+
+The parts, each a module a reader can change on its own: :mod:`.kernel` (PyMC's hooks),
+:mod:`.options`, :mod:`.prior` (the start), :mod:`.evaluation` (batches, counts, budget),
+:mod:`.proposal` (the stage's proposal and move), :mod:`.rules` (when a stage ends),
+:mod:`.mutation` (the stage's moves, waste-free included), :mod:`.recycling`,
+:mod:`.report` (warnings, progress bar, settings) and :mod:`.pymc_seam` (PyMC's internals).
+
+References
+----------
+- Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, Section 5.2.1.
+- Schuster, Strathmann, Paige, Sejdinovic (2017). Kernel Sequential Monte Carlo.
+  ECML-PKDD.
+- Sejdinovic, Strathmann, Lomeli Garcia, Andrieu, Gretton (2014). Kernel Adaptive
+  Metropolis-Hastings. ICML.
+"""
+
+from .evaluation import vectorised_logp
+from .kernel import KameleonSMC
+from .options import SMCOptions
+from .prior import check_proper_priors
+from .proposal import MixtureMove, StageProposal
+from .rules import Decorrelated, Levelled, Refreshed, StageRules, StepRecord
+
+__all__ = ["Decorrelated", "KameleonSMC", "Levelled", "MixtureMove", "Refreshed", "SMCOptions",
+           "StageProposal", "StageRules", "StepRecord", "check_proper_priors",
+           "vectorised_logp"]

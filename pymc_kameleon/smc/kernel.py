@@ -1,0 +1,259 @@
+"""``KameleonSMC``: PyMC's SMC hooks, each handing its work to one part of this package.
+
+PyMC calls, per chain: ``initialize`` (prior draws, :meth:`KameleonSMC.evaluate_start`,
+``setup_kernel``), then per stage ``update_beta_and_weights`` and ``step`` (resample,
+``tune``: the stage's :class:`~.proposal.StageProposal`; ``mutate``: the stage's
+:class:`~.mutation.Mutation`; after the last stage, the recycled output of
+:mod:`.recycling`; ``sample_stats``), and ``sample_settings`` at the end.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from concurrent.futures import Executor
+
+import numpy as np
+from pymc.model import modelcontext
+from pymc.pytensorf import floatX
+
+from ..adaptation.robbins_monro import log_scale_step
+from ..batch import BatchEvaluator, dumps
+from ..pseudo_marginal import reseed_estimators
+from ..run_settings import RunSettings
+from .evaluation import Evaluations, vectorised_logp
+from .mutation import Mutation, StageResult
+from .options import SMCOptions
+from .prior import (
+    check_proper_priors,
+    check_start_finite,
+    prior_draws_replace_initvals,
+    sortable_ordered,
+    sorted_ordered_draws,
+    value_transforms,
+)
+from .proposal import TARGET_ACCEPT, MixtureMove, StageProposal
+from .pymc_seam import SeamedSMCKernel
+from .recycling import RecycledPool, recycle
+from .report import (
+    STATS,
+    progressbar_config,
+    progressbar_update,
+    settings,
+    stage_stats,
+    warn_final_stage,
+)
+from .rules import StageRules
+
+__all__ = ["KameleonSMC"]
+
+
+
+def _restore_kernel(cls, payload: bytes):
+    kernel = cls.__new__(cls)
+    kernel.__dict__.update(pickle.loads(payload))
+    return kernel
+
+
+class KameleonSMC(SeamedSMCKernel):
+    r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
+
+    ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence
+    and replaces the mutation: every particle runs exact Metropolis-Hastings steps for the
+    stage's tempered target, proposing from a Gaussian mixture fitted to the whitened
+    particles (probability ``independent_weight``) or from the KAMH proposal built from a
+    subsample of them.  Only the log density is used, once per proposal, and each particle's
+    stored value is never re-evaluated (pseudo-marginal SMC).  How it works, what is exact
+    and what it costs: ``docs/smc.md``.
+
+    Parameters
+    ----------
+    gamma : float, default 0.1
+        Isotropic part of the KAMH proposal, whitened units.
+    n_subsample : int, default 500
+        Particles in the KAMH subsample ``Z``.
+    correlation_threshold : float, default 0.01
+        PyMC's stopping rule for the MH steps of a stage.
+    max_steps, min_steps : int, default 100 and 1
+        Bounds on the MH steps of a stage.
+    learning_rate : float, default 1.0
+        Step of the ``log nu`` adaptation between stages.
+    slowest_rule : bool, default False
+        Also step while the slowest coordinate decorrelates.
+    independent_weight : float, default 0.8
+        Probability of a move from the fitted mixture (0: KAMH moves only).
+    n_clusters, global_weight, em_iters : int, float, int, default 4, 0.1 and 30
+        The mixture: k-means clusters refined by EM, plus the particles' Gaussian.
+    refresh_fraction : float or None, default 0.9
+        End a stage once this share of particles accepted a move from the mixture.
+    stationarity : float or None, default 1.0
+        Step while the particles' mean log density rose over the last three steps by more
+        than this many standard errors (``None``: off).
+    executor : concurrent.futures.Executor or dask.distributed.Client, optional
+        Evaluate each batch of proposals on it (needs ``pm.sample_smc(cores=1)``).
+    max_evals : int, optional
+        Evaluation budget per chain; then straight to ``beta = 1``, with a warning.
+    waste_free : bool or int, default False
+        Waste-free stages with chains of ``P`` states (``True``: ``P`` chosen).
+    recycle : int, optional
+        Spend this many more evaluations on adaptive importance-sampling rounds after the
+        last stage, and return this many draws resampled from the importance sample.
+    vectorize : bool, default False
+        One vectorised compiled call per batch where the model is PyTensor throughout.
+    rules : StageRules, optional
+        When a stage's moves end (default: from the settings above; :mod:`.rules`).
+    move : MixtureMove, optional
+        The Metropolis-Hastings move of every particle (:mod:`.proposal`).
+    callback : callable, optional
+        ``callback(record)`` after every move of every particle, with the stage's
+        :class:`~.rules.StepRecord`; it must not change it.
+    **kwargs
+        Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
+
+    References
+    ----------
+    .. [1] Strathmann, H. (2018). Kernel methods for Monte Carlo. PhD thesis, UCL, 5.2.1.
+    .. [2] South, L. F., Pettitt, A. N., Drovandi, C. C. (2019). Sequential Monte Carlo
+       samplers with independent MCMC proposals. Bayesian Analysis 14(3).
+    .. [3] Dau, H.-D., Chopin, N. (2022). Waste-free sequential Monte Carlo. JRSS-B 84(1).
+    .. [4] Owen, A., Zhou, Y. (2000). Safe and effective importance sampling. JASA 95(449).
+    """
+
+    stats_dtypes_shapes: dict[str, tuple[type, list]] = STATS
+
+    def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
+                 rules: StageRules | None = None, move: MixtureMove | None = None,
+                 callback=None, **kwargs):
+        check_proper_priors(kwargs.get("model"))
+        self.options = options = SMCOptions.pop_from(kwargs)
+        super().__init__(*args, **kwargs)
+        options.check(self.draws)
+        self.executor, self.callback = executor, callback
+        self.rules = StageRules.from_options(options) if rules is None else rules
+        self.move = MixtureMove() if move is None else move
+        self._run = uuid.uuid4().hex  # travels with the kernel to every chain (RunSettings)
+        model = modelcontext(kwargs.get("model"))
+        self._transforms, self._ordered = value_transforms(model), sortable_ordered(model)
+        expression = prior_draws_replace_initvals(model)
+        if expression is not None:
+            self.set_prior_expression(expression)
+        self._batched = (vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
+                         if vectorize else None)
+        self.evaluations: Evaluations | None = None  # the chain's, from its start on
+        self._new_chain()
+
+    @property
+    def n_steps(self) -> int:
+        """MH steps of the last stage (as PyMC's kernels report them)."""
+        return 0 if self.stage is None else self.stage.n_steps
+
+    def _new_chain(self) -> None:
+        self.log_nu, self.proposal, self.stage = 0.0, None, None
+        self.pool = None if self.options.recycle is None else RecycledPool()
+        self.recycled_ess = self.log_evidence_recycled = np.nan
+
+    # ------------------------------------------------------------------ PyMC hooks
+    def set_rng(self, rng: np.random.Generator) -> None:
+        """PyMC's per-chain generator swap, plus fresh seeds for likelihood estimators."""
+        super().set_rng(rng)
+        reseed_estimators(self.likelihood_logp_func, rng)
+
+    def initialize_population(self) -> dict[str, np.ndarray]:
+        """PyMC's prior draws, with iid ``ordered`` variables drawn and sorted (exact; see
+        ``docs/smc.md``) instead of left unordered, whose transformed values are NaN."""
+        return sorted_ordered_draws(super().initialize_population(), self._ordered,
+                                    self.draws, self.rng)
+
+    def evaluate_start(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The start's evaluations as one batch on the executor (PyMC's own are one point
+        after the other in this process)."""
+        evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
+                                   self.executor, batched=self._batched)
+        self.evaluations = Evaluations(evaluator, self.options.max_evals)
+        return self.evaluations.raw(X, self.rng)
+
+    def setup_kernel(self) -> None:
+        """A new chain: its adaptation reset; a NaN log density of a starting particle is
+        ``-inf`` (zero weight), with a warning, where PyMC's own kernels stop; a start
+        mostly without finite density stops with an error naming the variables."""
+        self._new_chain()
+        check_start_finite(self.tempered_posterior, self.prior_logp, self.likelihood_logp,
+                           {v.name: self.var_info[v.name][1] for v in self.variables},
+                           self._transforms, bool(self.start))
+        self.prior_logp, self.likelihood_logp = self.evaluations.reject_nan(
+            self.tempered_posterior, np.atleast_1d(self.prior_logp),
+            np.atleast_1d(self.likelihood_logp), self.beta, "prior draws")
+
+    def update_beta_and_weights(self) -> None:
+        """PyMC's next temperature; once the evaluation budget cannot pay for another stage,
+        straight to ``beta = 1`` by importance weights, with a warning."""
+        if self.evaluations.left() >= self.draws:
+            return super().update_beta_and_weights()
+        self.iteration += 1
+        self.weights, increment = self.evaluations.straight_to_posterior(self.likelihood_logp,
+                                                                         self.beta)
+        self.log_marginal_likelihood += increment
+        self.beta = 1.0
+
+    def tune(self) -> None:
+        """The stage's proposal, after adapting ``log nu`` to the last stage's acceptance."""
+        if self.stage is not None and np.isfinite(self.stage.acceptance()[1]):
+            self.log_nu = log_scale_step(self.log_nu, 1, 1.0, self.stage.acceptance()[1],
+                                         TARGET_ACCEPT, gain=self.options.learning_rate)
+        self.proposal = StageProposal.fit(self.tempered_posterior, self.log_nu, self.rng,
+                                          self.options)
+        if self.pool is not None:
+            self.pool.new_stage(self.proposal.whitening, self.proposal.mixture)
+
+    def mutate(self) -> None:
+        """Exact MH moves of the particles for the stage's tempered target."""
+        o = self.options
+        mutation = Mutation(self.rules, o.max_steps,
+                            o.chain_length(self.draws, self.tempered_posterior.shape[1]),
+                            self.move)
+        self.stage = stage = mutation.run(
+            (self.tempered_posterior, self.tempered_posterior_logp, self.prior_logp,
+             self.likelihood_logp), self.proposal, self.beta, self.evaluations, self.rng,
+            floatX, None if self.pool is None else self.pool.add, self.callback)
+        self.tempered_posterior, self.tempered_posterior_logp = stage.X, stage.logp
+        self.prior_logp, self.likelihood_logp = stage.prior, stage.lik
+        if self.beta >= 1:
+            self._finish(stage)
+
+    def _finish(self, stage: StageResult) -> None:
+        """After the last stage: the recycled output, or warnings on the particles."""
+        warn_final_stage(stage, self.pool is not None)
+        if self.pool is None:
+            return
+        out = recycle(self.pool, self.proposal,
+                      int(min(self.options.recycle, self.evaluations.left())), self.draws,
+                      self.options.recycle, lambda X: self.evaluations(X, self.rng, self.beta),
+                      self.rng, floatX, self.options)
+        if out is not None:
+            self.recycled_ess, self.log_evidence_recycled = out.ess, out.log_evidence
+            self.tempered_posterior, self.prior_logp, self.likelihood_logp = (
+                out.X, out.prior, out.lik)
+            self.tempered_posterior_logp = self.prior_logp + self.likelihood_logp
+
+    def sample_stats(self) -> dict:
+        """Per stage; the first stage's evaluations count the prior draws too."""
+        return stage_stats(self)
+
+    _progressbar_config = staticmethod(progressbar_config)
+
+    def _make_progressbar_update_functions(self):
+        return (progressbar_update(self),)
+
+    def sample_settings(self) -> RunSettings:
+        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations."""
+        return RunSettings(self._run, self.evaluations.total, settings(self))
+
+    def __reduce__(self):
+        if self.executor is not None:  # an executor does not travel to another process
+            raise TypeError(
+                "KameleonSMC(executor=...) evaluates each chain's particles on the executor and "
+                "cannot be sent to pm.sample_smc's chain processes: pass cores=1 (the chains "
+                "then run one after the other, each on every worker of the executor)")
+        # pm.sample_smc(cores > 1) cloudpickles the kernel with its compiled functions;
+        # as_op/wrap_py Ops defined in __main__ travel by value (docs/smc.md)
+        return _restore_kernel, (type(self), dumps(self.__dict__))

@@ -1,0 +1,74 @@
+"""KameleonSMC's settings: defaults, checks and the attributes PyMC saves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+__all__ = ["SMCOptions"]
+
+
+@dataclass(frozen=True)
+class SMCOptions:
+    """What a :class:`~pymc_kameleon.KameleonSMC` run does besides PyMC's own settings
+    (the parameters are documented there)."""
+
+    gamma: float = 0.1
+    n_subsample: int = 500
+    correlation_threshold: float = 0.01
+    max_steps: int = 100
+    min_steps: int = 1
+    learning_rate: float = 1.0
+    slowest_rule: bool = False
+    independent_weight: float = 0.8
+    n_clusters: int = 4
+    global_weight: float = 0.1
+    refresh_fraction: float | None = 0.9
+    em_iters: int = 30
+    stationarity: float | None = 1.0
+    max_evals: int | None = None
+    waste_free: bool | int = False
+    recycle: int | None = None
+
+    @classmethod
+    def pop_from(cls, kwargs: dict) -> SMCOptions:
+        """The options among ``kwargs`` (removed from it; the rest are PyMC's)."""
+        return cls(**{f.name: kwargs.pop(f.name) for f in fields(cls) if f.name in kwargs})
+
+    def __post_init__(self) -> None:
+        if (self.gamma <= 0 or self.n_subsample < 2 or self.max_steps < 1
+                or not 0 <= self.independent_weight <= 1):
+            raise ValueError("gamma must be > 0, n_subsample >= 2, max_steps >= 1 and "
+                             "0 <= independent_weight <= 1")
+        if self.recycle is not None and int(self.recycle) < 1:
+            raise ValueError(
+                f"recycle must be None or a number of draws >= 1, got {self.recycle!r}")
+        typed = {"gamma": float, "n_subsample": int, "max_steps": int, "min_steps": int,
+                 "learning_rate": float, "slowest_rule": bool, "independent_weight": float,
+                 "n_clusters": int, "global_weight": float, "em_iters": int}
+        for name, kind in typed.items():
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        for name, kind in (("stationarity", float), ("max_evals", int), ("recycle", int)):
+            value = getattr(self, name)
+            object.__setattr__(self, name, None if value is None else kind(value))
+
+    def check(self, draws: int) -> None:
+        """``ValueError`` where an option does not fit ``draws`` particles."""
+        if self.max_evals is not None and self.max_evals < 2 * draws:
+            raise ValueError(
+                f"max_evals={self.max_evals} cannot pay for the {draws} prior draws and one "
+                f"stage's moves: give at least 2 * draws = {2 * draws}, or fewer draws")
+        wf = self.waste_free
+        if wf is not True and wf is not False and (int(wf) < 2 or int(wf) > draws // 2):
+            raise ValueError(f"waste_free must be True, False or a chain length P with "
+                             f"2 <= P <= draws / 2, got {wf!r}")
+
+    def chain_length(self, draws: int, dim: int) -> int | None:
+        """``P`` of waste-free SMC (``None``: off).  ``True`` gives chains of about 20 steps
+        while keeping ``M = draws / P`` at least ``max(100, 10 d)`` (the mixture's fit)."""
+        if self.waste_free is False:
+            return None
+        if self.waste_free is True:
+            return int(np.clip(draws // max(100, 10 * dim), 2, 20))
+        return int(self.waste_free)

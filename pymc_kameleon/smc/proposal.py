@@ -1,0 +1,178 @@
+"""A stage's proposal and the exact Metropolis-Hastings move of every particle.
+
+At the start of each stage :meth:`StageProposal.fit` builds, from the resampled particles,
+the whitening map, the KAMH subsample ``Z`` with its bandwidth and ``nu^2``, and a Gaussian
+mixture fitted to the whitened particles.  :class:`MixtureMove` then moves every particle
+once: with probability ``independent_weight`` a draw from the mixture, else the KAMH
+proposal built at the particle; the acceptance uses the mixture proposal's density both
+ways (:meth:`MixtureMove.log_ratio`), and each particle's stored log density, never
+re-evaluated (pseudo-marginal SMC).  ``docs/smc.md`` has the algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..math.kamh import kamh_grams, kamh_proposals
+from ..math.kernels import median_heuristic
+from ..math.mixture import GaussianMixture
+from ..math.whitening import AffineMap
+
+__all__ = ["Chains", "MixtureMove", "MoveInfo", "StageProposal", "TARGET_ACCEPT"]
+
+#: Target acceptance rate of the KAMH scale between stages (thesis Section 5.3).
+TARGET_ACCEPT = 0.234
+
+
+def fit_mixture(U: np.ndarray, rng: np.random.Generator, options) -> GaussianMixture:
+    """The independent proposal: a Gaussian mixture fitted to whitened points ``U``."""
+    return GaussianMixture.fit_clusters(U, options.n_clusters, rng, options.global_weight,
+                                        options.em_iters)
+
+
+@dataclass(frozen=True)
+class StageProposal:
+    """What one stage proposes from (all in the whitened coordinates of ``whitening``).
+
+    Attributes
+    ----------
+    whitening : AffineMap
+        The particles' mean and covariance factor.
+    Z : numpy.ndarray
+        The KAMH subsample.
+    bandwidth, gamma, nu2 : float
+        The KAMH proposal's kernel bandwidth, isotropic part and scale.
+    mixture : GaussianMixture
+        The independent proposal.
+    weight : float
+        The probability of an independent proposal.
+    """
+
+    whitening: AffineMap
+    Z: np.ndarray
+    bandwidth: float
+    gamma: float
+    nu2: float
+    mixture: GaussianMixture
+    weight: float
+
+    @classmethod
+    def fit(cls, X: np.ndarray, log_nu: float, rng: np.random.Generator,
+            options) -> StageProposal:
+        """The proposal of a stage whose resampled particles are the rows of ``X``
+        (``log_nu``: the adapted log scale of the KAMH part)."""
+        whitening = AffineMap.from_sample(X)
+        U = whitening.rows_to_u(X)
+        n = min(options.n_subsample, len(U))
+        Z = U[rng.choice(len(U), size=n, replace=False)]
+        s = median_heuristic(Z)
+        bandwidth = s if s > 0 else 1.0
+        # base so that the kernel part's mean trace is 2.38^2 at (a subset of) the particles
+        grams = kamh_grams(U[: min(len(U), 100)], Z, bandwidth)
+        trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
+        base = 2.38**2 / trace if trace > 0 else 1.0
+        return cls(whitening, Z, bandwidth, options.gamma, base * np.exp(2.0 * log_nu),
+                   fit_mixture(U, rng, options), options.independent_weight)
+
+    def refit(self, X: np.ndarray, rng: np.random.Generator, options) -> StageProposal:
+        """The same proposal with its whitening and mixture fitted to the rows of ``X``."""
+        whitening = AffineMap.from_sample(X)
+        return replace(self, whitening=whitening,
+                       mixture=fit_mixture(whitening.rows_to_u(X), rng, options))
+
+    def local(self, U: np.ndarray):
+        """The KAMH proposals built at the rows of ``U``."""
+        return kamh_proposals(U, self.Z, self.bandwidth, self.gamma, self.nu2)
+
+
+@dataclass
+class Chains:
+    """The particles a stage moves: whitened and raw positions, stored log densities
+    (never re-evaluated: pseudo-marginal estimates stay with their point), the local
+    proposals built at them and the mixture's log density there."""
+
+    U: np.ndarray
+    X: np.ndarray
+    logp: np.ndarray
+    prior: np.ndarray
+    lik: np.ndarray
+    q: Any
+    g: np.ndarray
+
+    @classmethod
+    def start(cls, X, logp, prior, lik, proposal: StageProposal) -> Chains:
+        """Chains at copies of the given particles."""
+        X, logp, prior, lik = (np.array(a, copy=True) for a in (X, logp, prior, lik))
+        U = proposal.whitening.rows_to_u(X)
+        return cls(U, X, logp, prior, lik, proposal.local(U), proposal.mixture.logpdf(U))
+
+    def accept(self, accepted, U, X, q, g, logp, prior, lik) -> None:
+        self.U[accepted] = U[accepted]
+        self.q.replace(accepted, q)
+        for mine, new in ((self.g, g), (self.X, X), (self.logp, logp), (self.prior, prior),
+                          (self.lik, lik)):
+            mine[accepted] = new[accepted]
+
+    def states(self) -> tuple[np.ndarray, ...]:
+        """Copies of the positions and their log densities (tempered, prior, likelihood)."""
+        return self.X.copy(), self.logp.copy(), self.prior.copy(), self.lik.copy()
+
+
+@dataclass
+class MoveInfo:
+    """One move of every chain: acceptance probabilities, which proposals came from the
+    mixture, which were accepted, and the mixture's evaluated proposals."""
+
+    accept_prob: np.ndarray
+    independent: np.ndarray
+    accepted: np.ndarray
+    X_independent: np.ndarray
+    prior_independent: np.ndarray
+    lik_independent: np.ndarray
+
+
+class MixtureMove:
+    """One exact Metropolis-Hastings step of every chain with the stage's mixture proposal.
+
+    A subclass may change :meth:`log_ratio` (the tests break it on purpose); pass it as
+    ``KameleonSMC(move=...)``.
+    """
+
+    def __call__(self, chains: Chains, proposal: StageProposal, beta: float, evaluate,
+                 rng: np.random.Generator, to_float) -> MoveInfo:
+        """Move every chain once (``evaluate(X)``: prior and likelihood terms of a batch;
+        ``to_float``: the model's float type)."""
+        n = len(chains.U)
+        glob = rng.random(n) < proposal.weight
+        U_prop = chains.q.sample(rng)
+        U_prop[glob] = proposal.mixture.sample(int(glob.sum()), rng)
+        q_prop = proposal.local(U_prop)
+        g_prop = proposal.mixture.logpdf(U_prop)
+        X_prop = to_float(proposal.whitening.rows_to_x(U_prop))
+        pl, ll = evaluate(X_prop)
+        prop_logp = pl + ll * beta
+        log_ratio = self.log_ratio(prop_logp, chains.logp, chains.U, U_prop, chains.q, q_prop,
+                                   chains.g, g_prop, proposal.weight)
+        accepted = np.log(rng.random(n)) < log_ratio
+        chains.accept(accepted, U_prop, X_prop, q_prop, g_prop, prop_logp, pl, ll)
+        return MoveInfo(np.exp(np.minimum(log_ratio, 0.0)), glob, accepted, X_prop[glob],
+                        pl[glob], ll[glob])
+
+    @staticmethod
+    def log_ratio(prop_logp, cur_logp, U, U_prop, q_cur, q_prop, g_cur, g_prop,
+                  weight: float) -> np.ndarray:
+        """Full MH log ratio per particle with the mixture proposal's density both ways:
+        ``w g(u*) + (1 - w) q_Z(u* | u)`` forward, the same with ``u`` and ``u*`` swapped
+        in reverse (``q_Z(u | u*)`` built at the proposal).  The linear whitening's
+        Jacobian cancels; NaN counts as a rejection."""
+        log_fwd, log_rev = q_cur.logpdf(U_prop), q_prop.logpdf(U)
+        if weight > 0:
+            with np.errstate(divide="ignore"):
+                lw, l1w = np.log(weight), np.log1p(-weight)
+            log_fwd = np.logaddexp(lw + g_prop, l1w + log_fwd)
+            log_rev = np.logaddexp(lw + g_cur, l1w + log_rev)
+        log_ratio = prop_logp - cur_logp + log_rev - log_fwd
+        return np.where(np.isnan(log_ratio), -np.inf, log_ratio)
