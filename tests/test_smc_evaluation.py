@@ -286,7 +286,7 @@ def test_recycled_draws_and_evidence_on_a_conjugate_model(conjugate, monkeypatch
     recycled log evidence within 0.05 nats of the exact one (calibration in
     docs/benchmarks/test_calibration.md).  Weights without the proposals' density must fail."""
     if broken:
-        monkeypatch.setattr("pymc_kameleon.smc.recycling.mixture_log_weights", _target_only)
+        monkeypatch.setattr("pymc_kameleon.particles.recycling.mixture_log_weights", _target_only)
     idata = _smc(conjugate, draws=400, chains=8, seed=9, recycle=3000)
     x = group_dataset(idata, "posterior")["x"].values
     assert x.shape == (8, 3000)

@@ -8,9 +8,9 @@ from the stage's particle system (see ``docs/smc.md``).
 
 The parts, each a module a reader can change on its own: :mod:`.kernel` (PyMC's hooks),
 :mod:`.options`, :mod:`.prior` (the start), :mod:`.evaluation` (batches, counts, budget),
-:mod:`.proposal` (the stage's proposal and move), :mod:`.rules` (when a stage ends),
-:mod:`.mutation` (the stage's moves, waste-free included), :mod:`.recycling`,
-:mod:`.report` (warnings, progress bar, settings) and :mod:`.pymc_seam` (PyMC's internals).
+:mod:`.report` (warnings, progress bar, settings) and :mod:`.pymc_seam` (PyMC's internals);
+the population moves, free of PyMC, are :mod:`pymc_kameleon.particles` (the stage's
+proposal and move, the stage rules, take-last and waste-free stages, recycling).
 
 References
 ----------
@@ -21,12 +21,12 @@ References
   Metropolis-Hastings. ICML.
 """
 
+from ..particles.proposal import MixtureMove, StageProposal
+from ..particles.rules import Decorrelated, Levelled, Refreshed, StageRules, StepRecord
 from .evaluation import vectorised_logp
 from .kernel import KameleonSMC
 from .options import SMCOptions
 from .prior import check_proper_priors
-from .proposal import MixtureMove, StageProposal
-from .rules import Decorrelated, Levelled, Refreshed, StageRules, StepRecord
 
 __all__ = ["Decorrelated", "KameleonSMC", "Levelled", "MixtureMove", "Refreshed", "SMCOptions",
            "StageProposal", "StageRules", "StepRecord", "check_proper_priors",

@@ -1,10 +1,10 @@
 """``KameleonSMC``: PyMC's SMC hooks, each handing its work to one part of this package.
 
 PyMC calls, per chain: ``initialize`` (prior draws, :meth:`KameleonSMC.evaluate_start`,
-``setup_kernel``), then per stage ``update_beta_and_weights`` and ``step`` (resample,
-``tune``: the stage's :class:`~.proposal.StageProposal`; ``mutate``: the stage's
-:class:`~.mutation.Mutation`; after the last stage, the recycled output of
-:mod:`.recycling`; ``sample_stats``), and ``sample_settings`` at the end.
+``setup_kernel``), then per stage ``update_beta_and_weights`` and ``step`` (resample;
+``tune``: the stage's proposal; ``mutate``: the stage's moves and, after the last stage,
+the recycled output; ``sample_stats``), and ``sample_settings`` at the end.  The proposal,
+moves and recycling are the PyMC-free :mod:`pymc_kameleon.particles`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from pymc.pytensorf import floatX
 
 from ..adaptation.robbins_monro import log_scale_step
 from ..batch import BatchEvaluator, dumps
+from ..particles.mutation import Mutation, StageResult
+from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
+from ..particles.recycling import RecycledPool, recycle
+from ..particles.rules import StageRules
 from ..pseudo_marginal import reseed_estimators
 from ..run_settings import RunSettings
 from .evaluation import Evaluations, vectorised_logp
-from .mutation import Mutation, StageResult
 from .options import SMCOptions
 from .prior import (
     check_proper_priors,
@@ -32,9 +35,7 @@ from .prior import (
     sorted_ordered_draws,
     value_transforms,
 )
-from .proposal import TARGET_ACCEPT, MixtureMove, StageProposal
 from .pymc_seam import SeamedSMCKernel
-from .recycling import RecycledPool, recycle
 from .report import (
     STATS,
     progressbar_config,
@@ -43,7 +44,6 @@ from .report import (
     stage_stats,
     warn_final_stage,
 )
-from .rules import StageRules
 
 __all__ = ["KameleonSMC"]
 
@@ -101,12 +101,14 @@ class KameleonSMC(SeamedSMCKernel):
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
     rules : StageRules, optional
-        When a stage's moves end (default: from the settings above; :mod:`.rules`).
+        When a stage's moves end (default: from the settings above;
+        :mod:`pymc_kameleon.particles.rules`).
     move : MixtureMove, optional
-        The Metropolis-Hastings move of every particle (:mod:`.proposal`).
+        The Metropolis-Hastings move of every particle
+        (:mod:`pymc_kameleon.particles.proposal`).
     callback : callable, optional
         ``callback(record)`` after every move of every particle, with the stage's
-        :class:`~.rules.StepRecord`; it must not change it.
+        :class:`~pymc_kameleon.particles.rules.StepRecord`; it must not change it.
     **kwargs
         Passed to :class:`pymc.smc.kernels.SMC_KERNEL` (``draws``, ``threshold``, ...).
 

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from .mutation import StageResult
+from ..particles.mutation import StageResult
 
 __all__ = ["STATS", "progressbar_config", "progressbar_update", "settings", "stage_stats",
            "warn_final_stage"]

@@ -1,11 +1,11 @@
 """When a stage's moves may stop: the stage rules, as objects a run can replace.
 
-A stage of :class:`~pymc_kameleon.KameleonSMC` (without waste-free chains) moves every
-particle until one of its *stop* rules says the particles have moved enough --
-:class:`Decorrelated` (PyMC's rule) or :class:`Refreshed` -- and every *guard* allows it:
-at least ``min_steps`` steps, most particles distinct, and the particles' mean log density
-no longer rising (:class:`Levelled`).  ``docs/smc.md`` explains each; the measurements are
-on docs/benchmarks/smc.md.
+A stage of a particle sampler such as :class:`~pymc_kameleon.KameleonSMC` (without
+waste-free chains) moves every particle until one of its *stop* rules says the particles
+have moved enough -- :class:`Decorrelated` (PyMC's rule) or :class:`Refreshed` -- and
+every *guard* allows it: at least ``min_steps`` steps, most particles distinct, and the
+particles' mean log density no longer rising (:class:`Levelled`).  ``docs/smc.md``
+explains each; the measurements are on docs/benchmarks/smc.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from pymc.smc.kernels import Pearson
 
 __all__ = ["Decorrelated", "Levelled", "Refreshed", "StageRules", "StepRecord", "finite_mean",
            "rise_se",
@@ -75,6 +74,8 @@ class Decorrelated:
     slowest: bool = False
 
     def start(self, X: np.ndarray) -> None:
+        from pymc.smc.kernels import Pearson  # PyMC's own rule, only where it is used
+
         self._corr = Pearson(X)
         self._old = np.full(X.shape[1], 2.0)
 
