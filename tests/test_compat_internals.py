@@ -3,6 +3,7 @@ against the installed versions: a release that renames one fails here, not in a 
 
 from __future__ import annotations
 
+import pickle
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -11,6 +12,7 @@ from checks import wrap_py
 from pytensor.compile.ops import FromFunctionOp
 
 from pymc_kameleon import compat
+from pymc_kameleon.parallel import dumps
 
 
 def _total(x):
@@ -33,6 +35,14 @@ def test_from_function_op_args_rebuild_an_equal_op():
         assert list(itypes) == [pt.dvector] and list(otypes) == [pt.dscalar]
         rebuilt = FromFunctionOp(fn, itypes, otypes, shape)
         assert rebuilt == op and hash(rebuilt) == hash(op)
+
+
+def test_dumps_sends_an_as_op_with_its_function():
+    loaded = pickle.loads(dumps(TOTAL))
+    assert loaded == TOTAL
+    out = [None]
+    loaded.perform(None, [np.array([1.0, 2.0])], [out])
+    assert float(out[0]) == 3.0
 
 
 def test_executor_max_workers_of_the_standard_pools():
