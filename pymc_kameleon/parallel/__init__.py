@@ -6,7 +6,10 @@
   :class:`concurrent.futures.Executor` or Dask client (:class:`~pymc_kameleon.KameleonSMC`'s
   evaluations);
 * :mod:`.plugin`: the Dask worker plugin that gives each worker process its own PyTensor
-  compilation directory (used by it and by :func:`pymc_kameleon.distributed.sample`).
+  compilation directory (used by both);
+* the parts of :func:`pymc_kameleon.distributed.sample`, one chain of ``pm.sample`` per Dask
+  task: :mod:`.chains` (the task and its errors), :mod:`.cluster` (the embedded cluster),
+  :mod:`.progress` (the driver's progress bars) and :mod:`.merge` (the merged result).
 
 The public entry points are :mod:`pymc_kameleon.distributed` and
 :class:`~pymc_kameleon.KameleonSMC`'s ``executor``; Dask itself is imported only when used.
