@@ -334,3 +334,54 @@ def summary_table(idata, **kwargs):
     """
     table = az.summary(idata, **kwargs)
     return table[[c for c in SUMMARY_COLUMNS if c in table.columns]]
+
+
+# ----------------------------------------------------------------------------- internals
+# Other libraries' private attributes, each read by one named function here, so that a
+# release that changes them breaks one place (tests/test_compat_internals.py checks them).
+def from_function_op_args(op: Op) -> tuple[Any, ...]:
+    """The arguments ``(fn, itypes, otypes, infer_shape)`` that rebuild an ``as_op`` Op.
+
+    ``FromFunctionOp(*from_function_op_args(op))`` is equal to ``op`` (such Ops compare by
+    their function).  PyTensor pickles the Op by reference to its function's module-level
+    name, which a worker process cannot import for a script's ``__main__``;
+    :func:`pymc_kameleon.parallel.pickling.dumps` rebuilds it from these arguments instead,
+    with the function sent by value.
+
+    Reads PyTensor's internals: the name-mangled private attributes ``__fn`` and
+    ``__infer_shape`` of ``pytensor.compile.ops.FromFunctionOp``, as in PyTensor 2.38 (PyMC 5)
+    and 3.3 (PyMC 6), whose constructor is ``FromFunctionOp(fn, itypes, otypes,
+    infer_shape)``; PyTensor has no public accessor for them.
+
+    Parameters
+    ----------
+    op : pytensor.compile.ops.FromFunctionOp
+        An Op made by ``pytensor.compile.ops.as_op`` (or ``wrap_py``).
+
+    Returns
+    -------
+    tuple
+        ``(fn, itypes, otypes, infer_shape)``, the constructor's arguments.
+    """
+    attrs = vars(op)
+    return (attrs["_FromFunctionOp__fn"], op.itypes, op.otypes,
+            attrs["_FromFunctionOp__infer_shape"])
+
+
+def executor_max_workers(executor: Any) -> int | None:
+    """The number of workers of a ``concurrent.futures`` pool, or ``None`` if it has none.
+
+    Reads CPython's internals: ``ThreadPoolExecutor`` and ``ProcessPoolExecutor`` keep the
+    number in the private attribute ``_max_workers`` (as in CPython 3.11 and 3.12) and have
+    no public accessor.  Other executors, e.g. a Dask client's ``get_executor()``, give
+    ``None``.
+
+    Parameters
+    ----------
+    executor : concurrent.futures.Executor
+
+    Returns
+    -------
+    int or None
+    """
+    return getattr(executor, "_max_workers", None)

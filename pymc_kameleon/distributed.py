@@ -43,6 +43,13 @@ the chain, the stage and the worker's traceback.  On an error or ``KeyboardInter
 driver cancels the tasks and clears a :class:`distributed.Event` that the running chains check
 a few times a second, so they stop (Dask cannot stop a running task).
 
+The code.  This module is the driver; the task that runs one chain is in
+:mod:`pymc_kameleon.parallel.chains`, the embedded cluster in
+:mod:`~pymc_kameleon.parallel.cluster`, the compilation-directory plugin in
+:mod:`~pymc_kameleon.parallel.plugin`, the progress bars in
+:mod:`~pymc_kameleon.parallel.progress` and the merging in
+:mod:`~pymc_kameleon.parallel.merge`.
+
 References
 ----------
 - Rocklin, M. (2015). Dask: parallel computation with blocked algorithms and task
@@ -56,81 +63,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import importlib
 import logging
 import os
-import threading
 import time
-import traceback
 import uuid
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from types import SimpleNamespace
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+
+from .parallel.chains import ChainError, _log_compiledirs, _reissue_warnings, _run_chain
+from .parallel.cluster import (
+    _close_local_cluster,
+    _import_distributed,
+    _n_cpus,
+    _start_local_cluster,
+    _warn_multithreaded,
+)
+from .parallel.merge import _convergence_checks, _merge_chains
+from .parallel.pickling import dumps
+from .parallel.plugin import _PLUGIN_NAME, register_compiledir_plugin
+from .parallel.progress import _PROGRESS_TOPIC, _Progress
 
 __all__ = ["ChainError", "sample"]
 
 _log = logging.getLogger(__name__)
 
-#: What to install when Dask is missing.
-_EXTRA = 'pip install "dask[distributed]" (or pip install ".[distributed]" from a clone)'
-#: Name of the worker plugin that chooses the PyTensor compilation directory.
-_PLUGIN_NAME = "pymc-kameleon-pytensor-compiledir"
-#: Environment variable in which the plugin records the directory it chose.
-_COMPILEDIR_ENV = "PYMC_KAMELEON_COMPILEDIR"
-#: Scheduler event topic of the chains' progress messages (one topic: its log is bounded).
-_PROGRESS_TOPIC = "pymc-kameleon-progress"
-#: Seconds between two progress messages (and cancellation checks) of one chain.
-_PROGRESS_INTERVAL = 0.2
 #: pm.sample keywords that the tasks set themselves or whose result cannot be merged.
 _TASK_KWARGS = ("cores", "step", "model", "trace")
-
-# One chain at a time per worker process (see the module documentation).
-_CHAIN_LOCK = threading.Lock()
-
-
-class ChainError(RuntimeError):
-    """A chain of :func:`sample` failed: its factory or ``pm.sample`` raised, or it was lost.
-
-    Parameters
-    ----------
-    chain : int
-        Index of the chain (``0 .. chains-1``).
-    stage : str
-        What the task was doing: ``"loading its factories in the worker ..."`` (they could
-        not be unpickled there), ``"building the model"``, ``"building the step"``,
-        ``"sampling"`` or ``"running on a Dask worker"`` (lost, cancelled or killed).
-    detail : str
-        The original error, ``"TypeName: message"``.
-    remote_traceback : str, optional
-        Its traceback, formatted in the worker.
-
-    Examples
-    --------
-    >>> err = ChainError(2, "building the model", "FileNotFoundError: data.csv")
-    >>> str(err)
-    'chain 2 failed while building the model: FileNotFoundError: data.csv'
-    >>> err.chain
-    2
-    """
-
-    def __init__(self, chain: int, stage: str, detail: str, remote_traceback: str = ""):
-        super().__init__(chain, stage, detail, remote_traceback)
-        self.chain = chain
-        self.stage = stage
-        self.detail = detail
-        self.remote_traceback = remote_traceback
-
-    def __str__(self) -> str:
-        text = f"chain {self.chain} failed while {self.stage}: {self.detail}"
-        if self.remote_traceback:
-            text += f"\n\nTraceback in the worker:\n{self.remote_traceback.rstrip()}"
-        return text
-
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -363,17 +323,6 @@ def _chain_result(distributed: Any, future: Any, chain: int) -> Any:
                          f"{type(err).__name__}: {err}") from err
 
 
-def _import_distributed():
-    try:
-        import distributed
-    except ImportError as err:
-        raise ImportError(
-            "pymc_kameleon.distributed needs Dask's 'distributed' package; install it with "
-            f"{_EXTRA}"
-        ) from err
-    return distributed
-
-
 def _check_factory(factory: Any, name: str) -> None:
     import pymc as pm
 
@@ -396,8 +345,6 @@ def _dumps(obj: Any, name: str) -> bytes:
     serialisation may hand arrays over as views of its message buffers, which can be
     unaligned, and PyTensor refuses unaligned constants.)
     """
-    from .batch import dumps
-
     try:
         return dumps(obj)
     except Exception as err:
@@ -407,420 +354,3 @@ def _dumps(obj: Any, name: str) -> bytes:
             "functools.partial of one, and build the model (and anything unpicklable, "
             "such as as_op Ops, open files or locks) inside it."
         ) from err
-
-
-def _n_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _warn_multithreaded(client: Any) -> None:
-    threads = {addr: n for addr, n in client.nthreads().items() if n > 1}
-    if threads:
-        warnings.warn(
-            f"{len(threads)} Dask worker(s) have several threads (e.g. {next(iter(threads))}: "
-            f"{max(threads.values())}), but each worker process runs one chain at a time; "
-            "start the workers with one thread each ('dask worker ADDRESS --nworkers N "
-            "--nthreads 1') to run N chains per node (see docs/distributed.md)",
-            UserWarning, stacklevel=3,
-        )
-
-
-def _start_local_cluster(n_workers: int, cluster_kwargs: Mapping[str, Any] | None):
-    """Start the embedded cluster: worker processes, one thread each, on the loopback."""
-    distributed = _import_distributed()
-    options: dict[str, Any] = {
-        "n_workers": n_workers,
-        "threads_per_worker": 1,
-        "processes": True,
-        "host": "127.0.0.1",
-        "dashboard_address": "127.0.0.1:0",
-    }
-    options.update(cluster_kwargs or {})
-    cluster = distributed.LocalCluster(**options)
-    try:
-        client = distributed.Client(cluster, set_as_default=False)
-    except BaseException:
-        cluster.close()
-        raise
-    return cluster, client
-
-
-def _close_local_cluster(cluster: Any, client: Any) -> None:
-    """Close the embedded cluster.
-
-    Worker processes that imported PyMC take a few seconds to exit, after which the nanny
-    kills them with a warning ("Worker process still alive after 4.0 seconds, killing"):
-    expected here, so that warning is not shown.
-    """
-    with _quiet_logger("distributed.nanny", logging.ERROR):
-        for obj in (client, cluster):
-            with contextlib.suppress(Exception):
-                obj.close()
-
-
-# --------------------------------------------------------------------------------- a task
-@dataclass
-class _ChainResult:
-    chain: int
-    data: Any
-    worker: str | None
-    pid: int
-    compiledir: str
-    private_compiledir: bool
-    seconds: float
-    model_vars: tuple[tuple[str, ...], tuple[str, ...]]
-    warnings: tuple[_Warning, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Warning:
-    """A warning issued in a chain's task, as plain data (its class by name: a class the
-    driver cannot import must not make the result fail to unpickle)."""
-
-    message: str
-    module: str
-    qualname: str
-    filename: str
-    lineno: int
-
-    @classmethod
-    def of(cls, record: warnings.WarningMessage) -> _Warning:
-        category = record.category
-        return cls(str(record.message), category.__module__, category.__qualname__,
-                   str(record.filename), int(record.lineno))
-
-    def category(self) -> type[Warning]:
-        try:
-            obj: Any = importlib.import_module(self.module)
-            for part in self.qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
-            return UserWarning
-        return obj if isinstance(obj, type) and issubclass(obj, Warning) else UserWarning
-
-
-def _reissue_warnings(results: Sequence[_ChainResult]) -> None:
-    """Issue the chains' warnings in the caller, where its warning filters apply (in a
-    worker process they would only reach the worker's log); each distinct one once."""
-    registry: dict = {}
-    for result in results:
-        for w in result.warnings:
-            warnings.warn_explicit(w.message, w.category(), w.filename, w.lineno,
-                                   registry=registry)
-
-
-def _run_chain(payload: bytes, chain: int, seed: np.random.Generator,
-               run_id: str | None) -> _ChainResult:
-    """One chain: build the model and the step, run ``pm.sample(chains=1)`` (in a worker).
-
-    ``payload`` is the cloudpickled ``(model_factory, step_factory, pm_sample_kwargs)``;
-    ``run_id`` names the run's progress messages and its ``distributed.Event`` (``None``:
-    neither, e.g. outside a worker).
-    """
-    import pickle
-
-    import pymc as pm
-    import pytensor
-
-    worker = _current_worker()
-    # one chain at a time per process: recording its warnings (global state) must not mix
-    # two chains; they are issued again in the caller
-    with (_CHAIN_LOCK, _quiet_logger("pymc"), warnings.catch_warnings(record=True) as caught):
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        try:
-            model_factory, step_factory, sample_kwargs = pickle.loads(payload)
-        except Exception as err:
-            raise _chain_error(chain, "loading its factories in the worker (the worker must "
-                               "be able to import the modules that define them)", err) from err
-        try:
-            model = model_factory()
-        except Exception as err:
-            raise _chain_error(chain, "building the model", err) from err
-        if not isinstance(model, pm.Model):
-            raise ChainError(chain, "building the model",
-                             f"model_factory returned {type(model).__name__}, not a pymc.Model")
-        try:
-            with model:
-                step = step_factory()
-        except Exception as err:
-            raise _chain_error(chain, "building the step", err) from err
-
-        kwargs = dict(sample_kwargs)
-        total = int(kwargs.get("tune", 1000)) + int(kwargs.get("draws", 1000))
-        callback = _chain_callback(worker if run_id else None, run_id, chain, total,
-                                   kwargs.pop("callback", None))
-        try:
-            with model:
-                data = pm.sample(
-                    chains=1, cores=1, step=step, random_seed=seed, progressbar=False,
-                    compute_convergence_checks=False, callback=callback, **kwargs,
-                )
-        except Exception as err:
-            raise _chain_error(chain, "sampling", err) from err
-        base = os.path.realpath(str(pytensor.config.base_compiledir))
-        marker = os.environ.get(_COMPILEDIR_ENV)
-        model_vars = (tuple(rv.name for rv in model.free_RVs),
-                      tuple(rv.name for rv in model.deterministics))
-        return _ChainResult(
-            chain=chain, data=data, worker=getattr(worker, "address", None), pid=os.getpid(),
-            compiledir=str(pytensor.config.compiledir),
-            private_compiledir=marker is not None and os.path.realpath(marker) == base,
-            seconds=time.perf_counter() - start, model_vars=model_vars,
-            warnings=tuple(_Warning.of(w) for w in caught),
-        )
-
-
-def _chain_error(chain: int, stage: str, err: BaseException) -> ChainError:
-    detail = f"{type(err).__name__}: {err}"
-    return ChainError(chain, stage, detail, "".join(traceback.format_exception(err)))
-
-
-def _current_worker() -> Any:
-    try:
-        from distributed import get_worker
-
-        return get_worker()
-    except (ImportError, ValueError):  # not running in a Dask worker
-        return None
-
-
-@contextlib.contextmanager
-def _quiet_logger(name: str, level: int = logging.WARNING) -> Iterator[None]:
-    """Raise a logger's level for a while (e.g. a worker's one-chain ``pm.sample`` logs)."""
-    logger = logging.getLogger(name)
-    previous = logger.level
-    logger.setLevel(max(previous, level))
-    try:
-        yield
-    finally:
-        logger.setLevel(previous)
-
-
-class _ChainCancelled(Exception):
-    """Raised inside a task whose run has ended (an error elsewhere, ``KeyboardInterrupt``)."""
-
-
-def _chain_callback(
-    worker: Any, run_id: str | None, chain: int, total: int, user_callback: Any
-) -> Callable[..., None] | None:
-    """``pm.sample`` callback: the user's, then (throttled) progress and cancellation.
-
-    Dask cannot stop a running task, so a chain stops itself: a few times a second it asks
-    the scheduler whether the run's ``distributed.Event`` is still set, and raises if not.
-    """
-    if worker is None and user_callback is None:
-        return None
-    wanted = None
-    if worker is not None:
-        from distributed import Event
-
-        wanted = Event(f"pymc-kameleon-run-{run_id}")
-    last = [-np.inf]
-
-    def callback(trace, draw):
-        if user_callback is not None:
-            user_callback(trace=trace, draw=draw)
-        if wanted is None:
-            return
-        done = int(draw.draw_idx) + 1
-        now = time.monotonic()
-        if done == 1 or done >= total or now - last[0] >= _PROGRESS_INTERVAL:
-            last[0] = now
-            if not wanted.is_set():
-                raise _ChainCancelled(f"chain {chain} was cancelled")
-            worker.log_event(_PROGRESS_TOPIC, {"run": run_id, "chain": chain, "done": done,
-                                               "worker": worker.address})
-
-    return callback
-
-
-# ------------------------------------------------------------------- compilation directory
-def _compiledir_plugin(root: str | None) -> Any:
-    """A worker plugin that gives each worker process its own PyTensor ``base_compiledir``.
-
-    The class is defined here, inside a function, so that (cloud)pickle sends it by value:
-    loading it in a worker imports neither this package nor PyTensor, which must not be
-    imported before ``PYTENSOR_FLAGS`` is set.
-    """
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    class PyTensorCompiledir(WorkerPlugin):
-        name = _PLUGIN_NAME
-
-        def __init__(self, root, env_name):
-            self.root = root
-            self.env_name = env_name
-
-        def setup(self, worker):
-            import os
-            import re
-            import sys
-
-            if "pytensor" in sys.modules:
-                return  # too late: PyTensor has read its flags
-            items = [s for s in os.environ.get("PYTENSOR_FLAGS", "").split(",") if s.strip()]
-            keys = {s.split("=", 1)[0].strip() for s in items}
-            if self.root is None:
-                if keys & {"base_compiledir", "compiledir"}:
-                    return  # the cluster's own choice (e.g. set in the job script)
-                # Dask's scratch space (node-local if configured so), next to the worker's
-                # own directory, which Dask deletes while PyTensor still uses it at exit.
-                root = os.path.join(os.path.dirname(os.path.abspath(worker.local_directory)),
-                                    "pymc-kameleon-pytensor")
-            else:
-                root = os.path.expanduser(os.path.expandvars(self.root))
-            name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(worker.name))
-            path = os.path.join(root, f"worker-{name}")
-            if "," in path:
-                return  # cannot be written into PYTENSOR_FLAGS
-            items = [s for s in items
-                     if s.split("=", 1)[0].strip() not in ("base_compiledir", "compiledir")]
-            os.environ["PYTENSOR_FLAGS"] = ",".join([*items, f"base_compiledir={path}"])
-            os.environ[self.env_name] = path
-
-    return PyTensorCompiledir(root, _COMPILEDIR_ENV)
-
-
-def register_compiledir_plugin(client: Any, root: str | None) -> None:
-    """Give every worker process of ``client`` its own PyTensor ``base_compiledir`` under
-    ``root`` (``None``: Dask's scratch space), unless PyTensor is already imported there."""
-    plugin = _compiledir_plugin(root)
-    if hasattr(client, "register_plugin"):
-        client.register_plugin(plugin, name=_PLUGIN_NAME)
-    else:  # distributed < 2023.9
-        client.register_worker_plugin(plugin, name=_PLUGIN_NAME)
-
-
-def _log_compiledirs(results: Sequence[_ChainResult]) -> None:
-    for r in results:
-        _log.debug("chain %d: worker %s (pid %d), %.1f s, PyTensor compiledir %s", r.chain,
-                   r.worker, r.pid, r.seconds, r.compiledir)
-    shared = [r.chain for r in results if not r.private_compiledir]
-    if shared:
-        _log.info(
-            "chains %s ran in worker processes that had imported PyTensor before "
-            "pymc_kameleon could give them their own compilation directory; they used "
-            "PyTensor's default one (see the pymc_kameleon.distributed documentation)", shared,
-        )
-
-
-# ----------------------------------------------------------------------------- progress
-class _Progress:
-    """Progress bars in the driver, fed by the workers' events (rich, like ``pm.sample``).
-
-    ``mode`` is ``pm.sample``'s ``progressbar``: false for none, ``"combined"`` or
-    ``"combined+stats"`` for one bar over all draws, anything else true for one per chain.
-    Rich redraws the bars in its own thread; the events update them from the client's
-    event-loop thread.
-    """
-
-    def __init__(self, chains: int, tune: int, draws: int, mode: Any, run_id: str):
-        self.total = tune + draws
-        self.done = [0] * chains
-        self.run_id = run_id
-        self._lock = threading.Lock()
-        self._bar = None
-        if not mode:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._combined = isinstance(mode, str) and mode.startswith("combined")
-        self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[where]}"),
-        )
-        if self._combined:
-            self._tasks = [self._bar.add_task(f"{chains} chains", total=chains * self.total,
-                                              where="")]
-        else:
-            self._tasks = [self._bar.add_task(f"Chain {i}", total=self.total, where="queued")
-                           for i in range(chains)]
-        self._bar.start()
-
-    def handle_event(self, event: tuple[float, Mapping[str, Any]]) -> None:
-        """Subscriber of the progress topic (runs in the client's event-loop thread)."""
-        _, msg = event
-        if msg.get("run") != self.run_id:
-            return  # another run's message on the shared topic
-        chain = int(msg["chain"])
-        with self._lock:
-            if 0 <= chain < len(self.done) and self.done[chain] < self.total:
-                self.done[chain] = int(msg["done"])  # a re-run task starts again from 0
-                self._update(chain, str(msg.get("worker", "")))
-
-    def finish(self, chain: int) -> None:
-        with self._lock:
-            self.done[chain] = self.total
-            self._update(chain, "done")
-
-    def _update(self, chain: int, where: str) -> None:
-        if self._bar is None:
-            return
-        if self._combined:
-            self._bar.update(self._tasks[0], completed=sum(self.done))
-        else:
-            self._bar.update(self._tasks[chain], completed=self.done[chain], where=where)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
-# ------------------------------------------------------------------------------- merging
-def _merge_chains(parts: Sequence[Any], sampling_time: float | None = None) -> Any:
-    """Concatenate one-chain results into chains ``0 .. n-1``, as ``pm.sample`` returns them.
-
-    ArviZ 0.x: ``arviz.concat`` (groups without a ``chain`` dimension, such as
-    ``observed_data``, are kept once).  ArviZ 1.x returns a :class:`xarray.DataTree`, which
-    ``xarray.concat`` concatenates node by node.  Both give the groups of ``pm.sample(chains=n)``
-    with the same values (``tests/test_distributed.py``).
-    """
-    import xarray as xr
-
-    from pymc_kameleon.compat import ARVIZ_VERSION
-
-    if ARVIZ_VERSION[0] >= 1:
-        numbered = [xr.map_over_datasets(functools.partial(_number_chain, i), part)
-                    for i, part in enumerate(parts)]
-        merged = xr.concat(numbered, dim="chain", data_vars="minimal", coords="minimal",
-                           compat="override", combine_attrs="override")
-        groups = list(merged.subtree)
-    else:
-        import arviz as az
-
-        merged = az.concat(*parts, dim="chain", reset_dim=True)
-        groups = [merged[name] for name in merged.groups()]
-    if sampling_time is not None:
-        for ds in groups:
-            if "sampling_time" in ds.attrs:
-                ds.attrs["sampling_time"] = float(sampling_time)
-    return merged
-
-
-def _number_chain(chain: int, ds: Any) -> Any:
-    return ds.assign_coords(chain=[chain]) if "chain" in ds.dims else ds
-
-
-def _convergence_checks(data: Any, model_vars: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
-    """``pm.sample``'s convergence warnings, on the merged chains (logged, like PyMC)."""
-    try:
-        from pymc.stats.convergence import log_warnings, run_convergence_checks
-
-        free, deterministic = model_vars
-        model = SimpleNamespace(free_RVs=[SimpleNamespace(name=n) for n in free],
-                                deterministics=[SimpleNamespace(name=n) for n in deterministic])
-        log_warnings(run_convergence_checks(data, model))
-    except Exception:  # pragma: no cover - diagnostics must never fail a finished run
-        _log.debug("convergence checks failed", exc_info=True)

@@ -42,6 +42,7 @@ from pymc_kameleon import (  # noqa: E402
 from pymc_kameleon import distributed as pkd  # noqa: E402
 from pymc_kameleon.models import gp_classification_model  # noqa: E402
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
+from pymc_kameleon.parallel import plugin as pkp  # noqa: E402
 
 COV = np.array([[1.0, 0.5], [0.5, 2.0]])
 COMPILEDIR = os.path.join(str(pytensor.config.base_compiledir), "pymc-kameleon-tests")
@@ -118,11 +119,11 @@ def data_model() -> pm.Model:
 
 
 def compiledir_marker() -> str | None:
-    return os.environ.get(pkd._COMPILEDIR_ENV)
+    return os.environ.get(pkp._COMPILEDIR_ENV)
 
 
 def worker_compiledir() -> tuple[str, str | None, int]:
-    return (str(pytensor.config.compiledir), os.environ.get(pkd._COMPILEDIR_ENV),
+    return (str(pytensor.config.compiledir), os.environ.get(pkp._COMPILEDIR_ENV),
             os.getpid())
 
 
@@ -318,7 +319,7 @@ def test_compiledir_plugin_loads_without_importing_pytensor(tmp_path):
 
     for root in (None, str(tmp_path / "cd")):
         (tmp_path / f"{root is None}.pkl").write_bytes(
-            cloudpickle.dumps(pkd._compiledir_plugin(root)))
+            cloudpickle.dumps(pkp._compiledir_plugin(root)))
     code = (
         "import os, pickle, sys, types\n"
         "def load(name):\n"
@@ -356,7 +357,7 @@ def test_four_chains_equal_sequential_pm_sample(client, step_factory, progressba
     assert got["posterior"].attrs["tuning_steps"] == 60
     assert got["posterior"].attrs["sampling_time"] > 0
     assert client.status == "running"  # a client passed in is left open
-    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
+    assert pkp._PLUGIN_NAME not in plugins_on_scheduler(client)
 
 
 def test_default_chains_are_pm_samples(client):
@@ -455,7 +456,7 @@ def test_keyboard_interrupt_cancels_the_chains_on_a_given_client(client, tmp_pat
     # both workers are free again: a task on each of them returns
     for address in client.nthreads():
         assert client.submit(os.getpid, workers=[address], pure=False).result(timeout=60)
-    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
+    assert pkp._PLUGIN_NAME not in plugins_on_scheduler(client)
 
 
 def test_failing_chain_is_named(client):
@@ -542,7 +543,7 @@ def test_real_cluster_equal_draws_and_nothing_left_registered(cli_cluster):
     assert_same_draws(got, sequential(gauss_model, RandomWalkStep, 3, **kwargs))
     markers = [m for _, m, _ in client.run(worker_compiledir).values()]
     assert len(set(markers)) == 2 and all(m and m.startswith(COMPILEDIR) for m in markers)
-    assert pkd._PLUGIN_NAME not in plugins_on_scheduler(client)
+    assert pkp._PLUGIN_NAME not in plugins_on_scheduler(client)
     late = cli_cluster.add_worker("cli-late")
     try:
         client.wait_for_workers(3, timeout=120)

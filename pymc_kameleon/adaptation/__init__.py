@@ -24,8 +24,9 @@ windows, regularised covariances, the acceptance ceiling of a noisy log density)
 All of them run only while PyMC tunes and are frozen by ``stop_tuning()``.
 """
 
+from .fast_kameleon import FastKameleonAdaptation
+from .kameleon import KameleonAdaptation
 from .kernel_hmc import KernelHMCAdaptation
-from .local_gaussian import FastKameleonAdaptation, KameleonAdaptation
 from .robbins_monro import RobbinsMonro, check_robbins_monro, log_scale_step
 from .schedule import GeometricSchedule
 from .screen import SurrogateScreen

@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..adaptation.local_gaussian import (
+from ..adaptation.fast_kameleon import (
     TRACE_TOLERANCE,
     FastKameleonAdaptation,
     FastKameleonAdaptState,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..adaptation import GeometricSchedule
-from ..adaptation.local_gaussian import KameleonAdaptation, KameleonAdaptState
+from ..adaptation.kameleon import KameleonAdaptation, KameleonAdaptState
 from .local_gaussian import LocalGaussianStep
 
 __all__ = ["KameleonAdaptState", "KameleonStep"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..adaptation.local_gaussian import (
+from ..adaptation.local_gaussian_base import (
     GAMMA_GRID,
     LocalGaussianAdaptation,
     LocalGaussianAdaptState,
