@@ -385,3 +385,18 @@ def executor_max_workers(executor: Any) -> int | None:
     int or None
     """
     return getattr(executor, "_max_workers", None)
+
+
+# ----------------------------------------------------------------------------- ArviZ PSIS
+def pareto_khat(log_w: np.ndarray) -> float:
+    """Pareto's k-hat of importance weights (Vehtari et al. 2024) from ArviZ's PSIS:
+    ``arviz.psislw`` takes the log weights on ArviZ 0.x, ``arviz_stats``' array interface
+    their negatives on ArviZ 1.x (the log-likelihood convention of LOO)."""
+    log_w = np.asarray(log_w, dtype=float)
+    if ARVIZ_VERSION[0] < 1:
+        import arviz as az
+
+        return float(az.psislw(log_w.copy())[1])
+    from arviz_stats.base import array_stats
+
+    return float(array_stats.psislw(-log_w)[1])

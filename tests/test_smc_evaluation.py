@@ -18,8 +18,8 @@ import pytest
 from pytensor.compile.ops import as_op
 
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
-from pymc_kameleon.batch import BatchEvaluator
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.parallel import BatchEvaluator
 from pymc_kameleon.smc import MixtureMove
 from pymc_kameleon.smc.report import progressbar_config, progressbar_update
 

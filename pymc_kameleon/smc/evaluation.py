@@ -1,7 +1,7 @@
 """One SMC chain's evaluations: the batches, their count, the budget and failed values.
 
 Every evaluation of a chain goes through :class:`Evaluations`: one batch of points per call,
-mapped over the user's executor by :class:`~pymc_kameleon.batch.BatchEvaluator` (the seeds of
+mapped over the user's executor by :class:`~pymc_kameleon.parallel.BatchEvaluator` (the seeds of
 likelihood estimators drawn here, in the chain's process, so the draws do not depend on the
 workers).  It counts every evaluation (the prior draws, the stages, recycling), knows what
 is left of ``max_evals``, and turns a NaN into ``-inf`` (a rejection, or zero weight),

@@ -18,7 +18,7 @@ from pymc.model import modelcontext
 from pymc.pytensorf import floatX
 
 from ..adaptation.robbins_monro import log_scale_step
-from ..batch import BatchEvaluator, dumps
+from ..parallel import BatchEvaluator, dumps
 from ..particles.mutation import Mutation, StageResult
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
 from ..particles.recycling import RecycledPool, recycle
