@@ -42,9 +42,9 @@ from test_kernel_hmc_noise import (  # noqa: E402
 )
 from test_step_contract import gaussian_chain_checks, gaussian_checks_pass  # noqa: E402
 
-from benchmarks.models import gaussian_model  # noqa: E402
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep  # noqa: E402
 from pymc_kameleon.models import banana_model  # noqa: E402
+from pymc_kameleon.models.synthetic import gaussian_model  # noqa: E402
 
 #: name: (step factory, banana (dim, b), draws, tune, max coverage error, max R-hat)
 BANANA_VARIANTS = {

@@ -7,7 +7,7 @@ Usage::
 
 Two models, both sampled with :class:`pymc_kameleon.RandomWalkStep`, 4 chains:
 
-* *cheap*: a correlated 2-d Gaussian (:func:`benchmarks.models.gaussian_model`), 2000
+* *cheap*: a correlated 2-d Gaussian (:func:`pymc_kameleon.models.synthetic.gaussian_model`), 2000
   tuning + 2000 draws per chain; a log-density evaluation costs microseconds.
 * *expensive*: a 2-d pseudo-marginal model whose likelihood estimator burns 5 ms of CPU per
   evaluation (:func:`pymc_kameleon.pseudo_marginal_potential`), 250 + 250 per chain.
@@ -50,7 +50,7 @@ ESTIMATOR_SECONDS = 0.005
 
 # ------------------------------------------------------------------ models (top level: picklable)
 def cheap_model():
-    from .models import gaussian_model
+    from pymc_kameleon.models.synthetic import gaussian_model
 
     return gaussian_model(COV)
 

@@ -3,7 +3,7 @@
 import pytest
 from checks import GAUSS_COV
 
-from benchmarks.models import gaussian_model
+from pymc_kameleon.models.synthetic import gaussian_model
 
 
 @pytest.fixture(scope="module")

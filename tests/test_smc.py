@@ -26,13 +26,13 @@ from pytensor.compile.ops import as_op
 from scipy import stats
 from scipy.spatial.distance import pdist
 
-from benchmarks.models import gaussian_mixture_model
 from benchmarks.smc import per_chain
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
 from pymc_kameleon.math.kernels import distinct_rows, gaussian_kernel_grad, gaussian_kernel_grads
 from pymc_kameleon.math.mixture import GaussianMixture, em_refine
+from pymc_kameleon.models.synthetic import gaussian_mixture_model
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 

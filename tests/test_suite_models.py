@@ -12,7 +12,6 @@ import pytensor.tensor as pt
 import pytest
 from scipy import stats
 
-from benchmarks.models import NumpyLogp
 from benchmarks.suite import cli, runner
 from benchmarks.suite.analytic import dirichlet_moments, gauss50_moments
 from benchmarks.suite.data import MULTINOMIAL_COUNTS
@@ -22,6 +21,7 @@ from benchmarks.suite.reference import KEEP_DRAWS, REFERENCE_DIR, load_reference
 from benchmarks.suite.runner import DEFAULT_SAMPLERS, run_one
 from pymc_kameleon import RandomWalkStep
 from pymc_kameleon.models.counting import EvalCounter, add_counter, find_counter
+from pymc_kameleon.models.synthetic import NumpyLogp
 
 MODEL_PARAMS = [
     pytest.param(name, marks=pytest.mark.skipif(not spec.available(), reason="data absent"))

@@ -20,8 +20,8 @@ import pytensor.tensor as pt
 
 from pymc_kameleon.models import banana_model, gp_classification_model, lotka_volterra_model
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
+from pymc_kameleon.models.synthetic import flower_model
 
-from ..models import flower_model
 from .data import (
     EIGHT_SCHOOLS_SIGMA,
     EIGHT_SCHOOLS_Y,

@@ -12,9 +12,10 @@
 * :func:`add_counter` (:mod:`pymc_kameleon.models.counting`): a potential that counts a
   model's log-density evaluations, to check a sampler's bill independently.
 
-The models only the tests and benchmarks use (the flower's, Gaussians, a counted model) live
-next to them, in the repository's ``benchmarks.models``; the flower target itself is in
-:mod:`pymc_kameleon.models.targets`.
+The models the tests and benchmarks share are modules of their own, not imported here:
+
+* :mod:`pymc_kameleon.models.synthetic`: the flower's model, Gaussians, a Gaussian mixture
+  with known evidence, and a NumPy log density in a model that counts its evaluations.
 """
 
 from .counting import add_counter, find_counter
