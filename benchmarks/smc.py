@@ -138,7 +138,7 @@ def lotka_volterra_target():
 
 
 def hare_lynx_target():
-    from benchmarks.suite.hard_models import HARE_LYNX_START, hare_lynx_model
+    from pymc_kameleon.models.hard import HARE_LYNX_START, hare_lynx_model
 
     return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"],
                                "log_z": SMC_REFERENCES.get("hare-lynx", {}).get("log_z", np.nan)}

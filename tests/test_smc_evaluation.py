@@ -355,7 +355,7 @@ def _warned_drift(model, seed: int, **kwargs) -> tuple[bool, float]:
 
 @pytest.fixture(scope="module")
 def collinear():
-    from benchmarks.suite.hard_models import collinear_regression_model
+    from pymc_kameleon.models.hard import collinear_regression_model
 
     return collinear_regression_model()
 
@@ -365,7 +365,7 @@ def test_particles_still_moving_at_the_end_are_reported(collinear):
     steps the stopping rules allow leave the particles lagging behind the posterior, and the
     last stage says so; on 8 schools (the particles keep up) it stays silent.  Three seeds
     each; at most one may disagree."""
-    from benchmarks.suite.models import eight_schools_noncentred
+    from pymc_kameleon.models.classic import eight_schools_noncentred
 
     lagging = [_warned_drift(collinear, seed) for seed in (1, 2, 3)]
     assert sum(w for w, _ in lagging) >= 2, lagging
