@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m benchmarks.gp_ceiling [--seeds 1,2,3] [--evals 50000] [--chains 4] [--moves M,...]
+    python -m benchmarks.research.gp_ceiling [--seeds 1,2,3] [--evals 50000] [--chains 4]
+                                             [--moves M,...]
 
 Every step fails the suite's latent GP (``docs/benchmarks/work_cap.md``) at about 0.4 ESS
 per 1000 evaluations.  This script asks whether better moves could pass it, by giving the
@@ -204,7 +205,7 @@ def _model_functions(centred: bool = False):
     model (or of its centred form)."""
     from pymc_kameleon.models.hard import gp_pois_regr_cov, gp_pois_regr_model
 
-    from .suite.reference import load_reference
+    from ..suite.reference import load_reference
 
     model = _centred_model() if centred else gp_pois_regr_model()
     names = [v.name for v in model.value_vars]
