@@ -4,10 +4,10 @@ Every run is one chain: one ``pm.sample(chains=1, cores=1)`` call with its own s
 counted on its own, so that per-chain results can be averaged (mean +- sd over chains).
 
 * Gradient-free samplers (ours and PyMC's Metropolis, DEMetropolisZ, Slice) sample a
-  :func:`benchmarks.models.counted_model` built from the NumPy log density; the counting
-  Op's ``count`` is reset right before ``pm.sample`` and read right after it, so every
-  evaluation made by ``pm.sample`` (tuning, draws, and the handful of initial-point checks) is
-  counted.  PyMC's element-wise Metropolis evaluates the model twice per coordinate and
+  :func:`pymc_kameleon.models.synthetic.counted_model` built from the NumPy log density; the
+  counting Op's ``count`` is reset right before ``pm.sample`` and read right after it, so
+  every evaluation made by ``pm.sample`` (tuning, draws, and the handful of initial-point
+  checks) is counted.  PyMC's element-wise Metropolis evaluates the model twice per coordinate and
   iteration (``delta_logp`` computes ``logp(x*) - logp(x)``), which the count shows.
 * NUTS samples the PyTensor model of the same target (it needs the gradient); its cost is the
   number of gradient (logp + gradient) evaluations, the sum of the ``n_steps`` stat over
@@ -32,6 +32,7 @@ import pymc as pm
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.compat import as_dataset, group_dataset
 from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.synthetic import counted_model, flower_model
 from pymc_kameleon.models.targets import (
     banana_coverage_error,
     banana_logp,
@@ -40,8 +41,6 @@ from pymc_kameleon.models.targets import (
     flower_sample,
     quantile_coverage_error,
 )
-
-from .models import counted_model, flower_model
 
 __all__ = [
     "SAMPLERS",

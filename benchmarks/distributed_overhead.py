@@ -7,7 +7,7 @@ Usage::
 
 Two models, both sampled with :class:`pymc_kameleon.RandomWalkStep`, 4 chains:
 
-* *cheap*: a correlated 2-d Gaussian (:func:`benchmarks.models.gaussian_model`), 2000
+* *cheap*: a correlated 2-d Gaussian (:func:`pymc_kameleon.models.synthetic.gaussian_model`), 2000
   tuning + 2000 draws per chain; a log-density evaluation costs microseconds.
 * *expensive*: a 2-d pseudo-marginal model whose likelihood estimator burns 5 ms of CPU per
   evaluation (:func:`pymc_kameleon.pseudo_marginal_potential`), 250 + 250 per chain.
@@ -50,7 +50,7 @@ ESTIMATOR_SECONDS = 0.005
 
 # ------------------------------------------------------------------ models (top level: picklable)
 def cheap_model():
-    from .models import gaussian_model
+    from pymc_kameleon.models.synthetic import gaussian_model
 
     return gaussian_model(COV)
 
@@ -117,35 +117,15 @@ def run_pm_sample(model_factory, n: int) -> float:
     return time.perf_counter() - start
 
 
-#: Seconds spent starting and closing the embedded cluster, per call (see ``run_dask``).
-PHASES: dict[str, list[float]] = {"start": [], "close": []}
-
-
 def run_dask(model_factory, n: int, client=None) -> float:
-    """One timed call; for the embedded cluster, its start and close are also recorded."""
+    """One timed call: the whole of it, the embedded cluster's start and close included."""
     from pymc_kameleon import distributed as pkd
 
-    start_cluster, close_cluster = pkd._start_local_cluster, pkd._close_local_cluster
-
-    def timed(phase, fn):
-        def wrapper(*args):
-            t = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                PHASES[phase].append(time.perf_counter() - t)
-        return wrapper
-
-    pkd._start_local_cluster = timed("start", start_cluster)
-    pkd._close_local_cluster = timed("close", close_cluster)
-    try:
-        start = time.perf_counter()
-        pkd.sample(model_factory, step_factory, chains=N_CHAINS, client=client,
-                   cluster_kwargs={"n_workers": N_WORKERS}, draws=n, tune=n,
-                   random_seed=SEED, progressbar=False, compute_convergence_checks=False)
-        return time.perf_counter() - start
-    finally:
-        pkd._start_local_cluster, pkd._close_local_cluster = start_cluster, close_cluster
+    start = time.perf_counter()
+    pkd.sample(model_factory, step_factory, chains=N_CHAINS, client=client,
+               cluster_kwargs={"n_workers": N_WORKERS}, draws=n, tune=n,
+               random_seed=SEED, progressbar=False, compute_convergence_checks=False)
+    return time.perf_counter() - start
 
 
 def start_client():
@@ -205,11 +185,6 @@ def table(times: dict[str, dict[str, list[float]]]) -> str:
             mean, sd = mean_sd(values)
             extra = "" if way == "pm_sample" else f"{mean - base:+.1f} s ({mean / base:.2f}x)"
             lines.append(f"| {key} | {WAYS[way]} | {fmt_mean_sd(mean, sd)} | {extra} |")
-    phases = [f"{fmt_mean_sd(*mean_sd(PHASES[p]))} s" for p in ("start", "close")
-              if PHASES[p]]
-    if len(phases) == 2:
-        lines.append(f"\nOf the embedded cluster's time, starting it took {phases[0]} and "
-                     f"closing it {phases[1]} (over all its calls).")
     return "\n".join(lines)
 
 

@@ -73,8 +73,7 @@ def _build(key: str):
 
     from pymc_kameleon import pseudo_marginal_potential
     from pymc_kameleon.models import banana_model, gp_classification_model
-
-    from .models import gaussian_model
+    from pymc_kameleon.models.synthetic import gaussian_model
 
     if key == "hier10":
         y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])

@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -146,3 +149,23 @@ def plot_traces(results: list[ChainResult], target: Target, path: Path,
     fig.suptitle(f"{target.title}: first chain of each sampler", fontsize=11)
     fig.savefig(path, dpi=90)
     return path
+
+
+def replot(folder: Path) -> list[Path]:
+    """Redraw ``<target>_metrics.png`` for every ``<target>.json`` in ``folder`` (written by
+    :mod:`benchmarks.synthetic`) without sampling again: for changes of the figure only.  The
+    trace figures need the traces, which the JSON does not hold; they are left as they are."""
+    names = {f.name for f in fields(ChainResult)} - {"trace"}
+    written = []
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        results = [ChainResult(**{k: c[k] for k in names}) for c in data["chains"]]
+        mode = data["mode"].split(":")[0]
+        its = f"{results[0].tune:,} + {results[0].draws:,} iterations"
+        n_chains = len({r.seed for r in results})
+        subtitle = f"\n{mode}: {its}, {n_chains} chain(s)"
+        target = SimpleNamespace(key=data["target"], title=data["title"])
+        written.append(plot_metrics(results, target, folder / f"{target.key}_metrics.png",
+                                    subtitle=subtitle,
+                                    full_iterations=results[0].tune + results[0].draws))
+    return written

@@ -6,7 +6,7 @@ kernel evaluates the prior and the likelihood once per particle and MH step (PyM
 MH report ``n_steps`` one higher than the steps they ran; this script subtracts it).
 
 Targets (log evidence known exactly: the models are built so the posterior is the
-normalised target, see :func:`benchmarks.models.gaussian_mixture_model`):
+normalised target, see :func:`pymc_kameleon.models.synthetic.gaussian_mixture_model`):
 
 * ``mixture``: two isotropic Gaussians at ``(+-4, 0, ..., 0)`` in ``d = 4``, weights 0.3/0.7;
 * ``banana``: the 8-d twisted banana ``B(0.1, 100)`` bridged from ``N(0, 50^2 I)``;
@@ -49,10 +49,10 @@ from pymc.smc.kernels import IMH, MH
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.synthetic import flower_model, gaussian_mixture_model
 from pymc_kameleon.models.targets import banana_coverage_error, flower_log_normaliser
 
 from .common import per_chain
-from .models import flower_model, gaussian_mixture_model
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results"
@@ -138,7 +138,7 @@ def lotka_volterra_target():
 
 
 def hare_lynx_target():
-    from benchmarks.suite.hard_models import HARE_LYNX_START, hare_lynx_model
+    from pymc_kameleon.models.hard import HARE_LYNX_START, hare_lynx_model
 
     return hare_lynx_model(), {"global_mode": HARE_LYNX_START["rates"],
                                "log_z": SMC_REFERENCES.get("hare-lynx", {}).get("log_z", np.nan)}

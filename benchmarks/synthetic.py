@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.synthetic --target {banana-moderate,banana-strong,flower}
                                    [--quick] [--chains N] [--jobs J] [--out DIR]
+    python -m benchmarks.synthetic --replot docs/benchmarks/full
 
 Full mode uses the paper's settings (Sejdinovic et al., 2014, Section 5.2; d = 8):
 B(0.03, 100) 40k iterations with 20k burn-in, B(0.1, 100) 80k / 40k, F(10, 6, 6, 1) 120k /
@@ -15,7 +16,8 @@ processes (faster, but two processes compete for the memory bus: timings are les
 
 Writes to ``--out`` (default ``docs/benchmarks/full`` or ``docs/benchmarks/quick``):
 ``<target>.md`` (table), ``<target>.json`` (per-chain metrics), ``<target>_metrics.png`` and
-``<target>_traces.png``.
+``<target>_traces.png``.  ``--replot FOLDER`` redraws every ``<target>_metrics.png`` in the
+folder from its ``<target>.json`` instead (:func:`benchmarks.plots.replot`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from .common import (
     run_chain,
     summarize,
 )
-from .plots import plot_metrics, plot_traces
+from .plots import plot_metrics, plot_traces, replot
 
 __all__ = ["QUICK", "main", "run_benchmark", "write_table"]
 
@@ -195,7 +197,9 @@ def _versions() -> str:
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", required=True, choices=sorted(TARGETS))
+    parser.add_argument("--target", choices=sorted(TARGETS))
+    parser.add_argument("--replot", type=Path, metavar="FOLDER",
+                        help="redraw the metric figures in FOLDER from their JSON instead")
     parser.add_argument("--quick", action="store_true", help=f"tune + draws = {QUICK}")
     parser.add_argument("--chains", type=int, help="chains per sampler (default: per mode)")
     parser.add_argument("--jobs", type=int, default=1, help="chains run in parallel")
@@ -206,6 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, help="override draws")
     parser.add_argument("--out", type=Path, help="output directory")
     args = parser.parse_args(argv)
+    if args.replot is not None:
+        for path in replot(args.replot):
+            print(path)
+        return
+    if args.target is None:
+        parser.error("--target is required unless --replot is given")
 
     target = TARGETS[args.target]
     if args.dim:

@@ -1,9 +1,17 @@
 """Fixtures shared by the sampler test modules."""
 
-import pytest
-from checks import GAUSS_COV
+import os
 
-from benchmarks.models import gaussian_model
+# Single-threaded BLAS in the processes the tests start (chain processes, Dask workers,
+# scripts) as in this one: the root conftest's thread limit binds this process only.  Set
+# before NumPy is imported (checks imports it).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import pytest  # noqa: E402
+from checks import GAUSS_COV  # noqa: E402
+
+from pymc_kameleon.models.synthetic import gaussian_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

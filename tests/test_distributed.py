@@ -32,7 +32,6 @@ import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 from checks import wrap_py  # noqa: E402
 
-from benchmarks.models import gaussian_model  # noqa: E402
 from pymc_kameleon import (  # noqa: E402
     KameleonStep,
     PseudoMarginalWarning,
@@ -42,6 +41,7 @@ from pymc_kameleon import (  # noqa: E402
 from pymc_kameleon import distributed as pkd  # noqa: E402
 from pymc_kameleon.models import gp_classification_model  # noqa: E402
 from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass  # noqa: E402
+from pymc_kameleon.models.synthetic import gaussian_model  # noqa: E402
 from pymc_kameleon.parallel import plugin as pkp  # noqa: E402
 
 COV = np.array([[1.0, 0.5], [0.5, 2.0]])

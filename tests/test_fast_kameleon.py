@@ -4,6 +4,7 @@ import dataclasses
 from functools import partial
 
 import numpy as np
+import pymc as pm
 import pytest
 from checks import (
     BANANA_CHAINS,
@@ -13,10 +14,12 @@ from checks import (
 )
 from scipy.stats import multivariate_normal
 
-from pymc_kameleon import FastKameleonStep
+from pymc_kameleon import FastKameleonStep, KameleonStep
 from pymc_kameleon.adaptation.local_gaussian import FastKameleonAdaptation
+from pymc_kameleon.math.kernels import median_heuristic
 from pymc_kameleon.math.linalg import lowrank_root
 from pymc_kameleon.models import banana_model
+from pymc_kameleon.models.targets import banana_sample
 
 
 class ForwardCovarianceKernel(FastKameleonAdaptation):
@@ -223,14 +226,35 @@ def test_banana_forward_covariance_bug_fails():
 
 def _proposal_distortion(fkamh_kwargs, seeds=(0, 1, 2)):
     """Eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` at 20 points of the 8-d B(0.1, 100), in
-    raw coordinates: ``S_F`` is FastKameleonStep's proposal covariance, ``S_K``
-    KameleonStep's (exact kernel) on the same 1000 exact draws, bandwidth and (initial) scale
-    ratio.  Returns the medians over points and feature draws of the largest and smallest
-    eigenvalue (see :func:`benchmarks.fkamh_rank.distortion`)."""
-    from benchmarks.fkamh_rank import distortion
-
-    largest, smallest, _ = distortion(8, 0.1, whiten=False, seeds=seeds, **fkamh_kwargs)
-    return largest, smallest
+    raw coordinates: ``S_F`` is the frozen proposal covariance of
+    ``FastKameleonStep(**fkamh_kwargs)``, ``S_K`` KameleonStep's (exact kernel) on the same
+    1000 exact draws, bandwidth and (initial) scale ratio, one feature draw per seed.
+    Returns the medians over points and feature draws of the largest and smallest
+    eigenvalue (1 = identical proposals)."""
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=8)
+    Z = banana_sample(1000, 8, 0.1, 100.0, rng=1)
+    ys = banana_sample(20, 8, 0.1, 100.0, rng=2)
+    s = median_heuristic(Z)
+    with model:
+        kamh = KameleonStep(rng=0, bandwidth=s)
+    for z in Z:
+        kamh.adaptation.record(kamh.adaptation_state, z, 0.0, kamh.rng)
+    kamh.adaptation.refresh(kamh.adaptation_state, kamh.rng)
+    largest, smallest = [], []
+    for seed in seeds:
+        with model:
+            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
+        for z in Z:
+            fkamh.adaptation.record(fkamh.adaptation_state, z, 0.0, fkamh.rng)
+        fkamh.adaptation.refresh(fkamh.adaptation_state, fkamh.rng)
+        fkamh.stop_tuning()  # the frozen proposal: exact truncation
+        for y in ys:
+            A = np.linalg.solve(kamh.proposal_at(y).chol, fkamh.proposal_at(y).chol)
+            ev = np.linalg.eigvalsh(A @ A.T)
+            largest.append(ev.max())
+            smallest.append(ev.min())
+    return float(np.median(largest)), float(np.median(smallest))
 
 
 def test_proposal_close_to_kamh_on_the_8d_banana():

@@ -33,7 +33,7 @@ class ForgetsKineticEnergy(KernelHMCAdaptation):
                            p.diverged)
 
 
-#: The broken step of the banana tests (also run by ``benchmarks/calibration.py``).
+#: The broken step of the banana tests (also run by ``tests/calibration.py``).
 NoKineticEnergy = partial(KernelHMCStep, adaptation_class=ForgetsKineticEnergy)
 
 

@@ -48,7 +48,7 @@ class NoiseBlindAdaptation(KernelHMCAdaptation):
 
 class NoiseBlind(KernelHMCStep):
     """:class:`KernelHMCStep` with :class:`NoiseBlindAdaptation` (a class: the tests and
-    ``benchmarks/calibration.py`` name it)."""
+    ``tests/calibration.py`` name it)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, adaptation_class=NoiseBlindAdaptation, **kwargs)

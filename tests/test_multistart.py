@@ -181,7 +181,7 @@ def test_funnel_neck_modes_of_the_latent_time_series_are_not_kept():
     draw's optimisation ends in the neck (log sd -11 to -13, the reference's about -1.6)
     at a mode whose Gaussian passes the mismatch check; it holds about e^-35 of the mass
     that the prior draws show (docs/tuning.md), and no mode is kept."""
-    from benchmarks.suite.feature_models import timeseries_model
+    from pymc_kameleon.models.features import timeseries_model
 
     model = timeseries_model()
     for seed in (3, 5):

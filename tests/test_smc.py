@@ -22,17 +22,17 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from checks import per_chain
 from pytensor.compile.ops import as_op
 from scipy import stats
 from scipy.spatial.distance import pdist
 
-from benchmarks.models import gaussian_mixture_model
-from benchmarks.smc import per_chain
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
 from pymc_kameleon.math.kernels import distinct_rows, gaussian_kernel_grad, gaussian_kernel_grads
 from pymc_kameleon.math.mixture import GaussianMixture, em_refine
+from pymc_kameleon.models.synthetic import gaussian_mixture_model
 from pymc_kameleon.smc import MixtureMove
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -492,71 +492,6 @@ def test_mixture_weights_moments_evidence(mixture, broken):
         assert sum(ok) >= 2, ok
     else:
         assert sum(ok) < 2, ok
-
-
-_MULTIVARIATE_T = stats.multivariate_t
-
-
-class _WithoutDensity:
-    """Deliberately broken importance weights: the target's density alone, as if the
-    proposal's density were constant (draws from the same t)."""
-
-    def __init__(self, loc, shape, df, seed):
-        self.draw = _MULTIVARIATE_T(loc, shape, df=df, seed=seed)
-
-    def rvs(self, n):
-        return self.draw.rvs(n)
-
-    def logpdf(self, x):
-        return np.zeros(len(x))
-
-
-@pytest.mark.parametrize("broken", [False, True])
-def test_importance_reference_matches_quadrature(monkeypatch, broken):
-    """The evidence reference of benchmarks/smc_reference.py on a 2-parameter model with
-    transformed variables, against a quadrature of its evidence (measured in
-    docs/benchmarks/test_calibration.md); weights with the wrong proposal density must fail."""
-    from scipy.special import logsumexp
-
-    import benchmarks.smc_reference as ref
-
-    y = np.array([0.3, 1.2, 2.0])
-
-    def target():
-        with pm.Model() as model:
-            x = pm.HalfNormal("x", 1.0)
-            s = pm.LogNormal("s", 0.0, 0.5)
-            pm.Normal("y", x, s, observed=y)
-        return model, {}
-
-    monkeypatch.setitem(ref.TARGETS, "known", target)
-    xs, log_s = np.linspace(1e-4, 8, 800), np.linspace(-4, 3, 800)
-    X, S = np.meshgrid(xs, np.exp(log_s))
-    log_f = (stats.halfnorm().logpdf(X) + stats.lognorm(0.5).logpdf(S)
-             + sum(stats.norm(X, S).logpdf(v) for v in y))
-    exact = logsumexp(log_f + np.log(S) + np.log(xs[1] - xs[0]) + np.log(log_s[1] - log_s[0]))
-    if broken:
-        monkeypatch.setattr(ref.stats, "multivariate_t",
-                            lambda loc, shape, df, seed: _WithoutDensity(loc, shape, df, seed))
-    r = ref.importance_reference("known", pilot_draws=200, draws=2000, seed=1)
-    ok = abs(r["log_z"] - exact) < 4 * r["log_z_se"] + 0.005 and r["ess"] > 500
-    assert ok != broken, (r["log_z"], r["log_z_se"], exact)
-
-
-def test_benchmark_run_saves_particles_and_rhat_per_variable(tmp_path):
-    """``benchmarks.smc.run_one(..., save=dir)`` writes each chain's particles and reports
-    R-hat per coordinate, whose largest is the row's ``rhat`` (docs/benchmarks/smc.md)."""
-    import arviz as az
-
-    from benchmarks.smc import run_one
-
-    row = run_one("mixture", "KameleonSMC", 100, 2, 1, save=tmp_path)
-    x = np.load(tmp_path / "mixture-KameleonSMC-s1-100x2.npz")["x"]
-    assert x.shape == (2, 100, 4)
-    assert row["rhat"] == pytest.approx(max(row["rhat_vars"]["x"]), abs=1e-3)
-    # the same R-hat from the saved particles, computed independently of the run
-    assert np.ravel(az.rhat(x[..., 0])).item() == pytest.approx(row["rhat_vars"]["x"][0],
-                                                                 abs=1e-3)
 
 
 def test_two_modes_example_runs_and_recovers_weights_and_evidence(tmp_path):

@@ -15,6 +15,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from checks import run_stages
 from pytensor.compile.ops import as_op
 
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
@@ -358,7 +359,7 @@ def _warned_drift(model, seed: int, **kwargs) -> tuple[bool, float]:
 
 @pytest.fixture(scope="module")
 def collinear():
-    from benchmarks.suite.hard_models import collinear_regression_model
+    from pymc_kameleon.models.hard import collinear_regression_model
 
     return collinear_regression_model()
 
@@ -368,7 +369,7 @@ def test_particles_still_moving_at_the_end_are_reported(collinear):
     steps the stopping rules allow leave the particles lagging behind the posterior, and the
     last stage says so; on 8 schools (the particles keep up) it stays silent.  Three seeds
     each; at most one may disagree."""
-    from benchmarks.suite.models import eight_schools_noncentred
+    from pymc_kameleon.models.classic import eight_schools_noncentred
 
     lagging = [_warned_drift(collinear, seed) for seed in (1, 2, 3)]
     assert sum(w for w, _ in lagging) >= 2, lagging
@@ -422,25 +423,6 @@ def test_stage_ends_only_when_the_mean_log_density_has_levelled(curved, stationa
     assert all(levelled) == (stationarity is not None), levelled
 
 
-def test_settings_benchmark_prints_a_row(capsys):
-    from benchmarks.smc_settings import main
-
-    (row,) = main(["--model", "eight-schools-nc", "--draws", "100", "--chains", "3",
-                   "--settings", '{"recycle": 300}'])
-    assert row["evals"] > 300 and np.isfinite(row["log_z_recycled"]).all()
-    assert "eight-schools-nc" in capsys.readouterr().out
-
-
-def test_scaling_benchmark_gives_identical_draws_for_every_worker_count(capsys):
-    """The scaling script on a tiny run: the same draws with 1 and 3 threads (its speed is
-    measured on the benchmark page, never asserted)."""
-    from benchmarks.smc_scaling import main
-
-    rows = main(["--wait", "0.0005", "--workers", "1", "3", "--draws", "40"])
-    assert [r["identical"] for r in rows] == [True, True]
-    assert rows[0]["evals"] == rows[1]["evals"] > 40
-
-
 @pytest.mark.parametrize("pass_client", [False, True])
 def test_dask_client_executor_gives_the_same_draws(curved, serial, pass_client):
     """A Dask cluster as the evaluator's engine: its ``Client.get_executor()``, or the client
@@ -468,43 +450,6 @@ def test_noisy_estimator_does_not_make_stages_run_away():
         idata = _smc(model, draws=300, seed=2, max_steps=60, stationarity=stationarity)
         n_steps = _stat(idata, "n_steps")
         assert (n_steps.max() <= 20) == bounded, n_steps
-
-
-def test_comparison_benchmark_maps_the_unit_cube_by_the_priors():
-    """The comparison script's unit cube -> model map against SciPy's quantile functions
-    (the truncated normal's written out; a log-transformed variable), and its likelihood
-    against the model's own at the same point."""
-    from scipy import stats as st
-
-    from benchmarks.smc_compare import Evaluations
-
-    with pm.Model() as model:
-        a = pm.TruncatedNormal("a", mu=0.05, sigma=0.05, lower=0.0)
-        b = pm.LogNormal("b", 1.0, 0.5, shape=2)
-        c = pm.HalfCauchy("c", 2.0)
-        pm.Normal("y", a + b.sum() + c, 1.0, observed=[3.0, 4.0])
-    ev = Evaluations(model)
-    u = np.array([0.2, 0.7, 0.05, 0.9])
-    x = ev.x_from_cube(u[None])[0]
-    expected = [st.truncnorm(-1.0, np.inf, 0.05, 0.05).ppf(0.2),
-                *st.lognorm(0.5, scale=np.e).ppf([0.7, 0.05]), st.halfcauchy(0, 2).ppf(0.9)]
-    np.testing.assert_allclose(x, expected, rtol=1e-8)
-    lik = st.norm(x.sum(), 1.0).logpdf([3.0, 4.0]).sum()
-    assert ev.loglike_cube(u) == pytest.approx(lik, rel=1e-10)
-    assert ev.count == 1
-    np.testing.assert_allclose(ev.x_from_y(ev.y_from_cube(u[None]))[0], x, rtol=1e-10)
-
-
-def test_comparison_benchmark_prints_rows_and_the_verdict_over_seeds(capsys):
-    from benchmarks.smc_compare import main
-
-    rows = main(["--models", "eight-schools-nc", "--samplers", "kameleon", "imh", "--seeds",
-                 "1", "2", "--draws", "100", "--chains", "3", "--kameleon", '{"recycle": 300}',
-                 "--budget", "2000"])
-    out = capsys.readouterr().out
-    assert [r["sampler"] for r in rows] == ["kameleon", "kameleon"]
-    assert all(r["evals"] <= 2000 for r in rows)  # the budget per chain is kept
-    assert "over 2 seeds: R-hat" in out and "imh       skipped" in out
 
 
 @pytest.fixture(scope="module")

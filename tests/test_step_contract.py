@@ -25,13 +25,13 @@ from checks import (
 from pymc.exceptions import SamplingError
 from scipy import stats
 
-from benchmarks.models import counted_model
 from pymc_kameleon import (
     KernelHMCStep,
     PseudoMarginalWarning,
     RandomWalkStep,
     pseudo_marginal_potential,
 )
+from pymc_kameleon.models.synthetic import counted_model
 from pymc_kameleon.models.targets import banana_logp
 from pymc_kameleon.steps.progress import progress_text
 from pymc_kameleon.steps.store import PointSync

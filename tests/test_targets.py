@@ -1,8 +1,8 @@
 """Tests of the synthetic targets and model factories.
 
 The banana and the flower (``pymc_kameleon.models.targets``, ``pymc_kameleon.models``) ship with
-the package; the flower's model, the Gaussians and the counted model are the benchmarks'
-(``benchmarks.models``).
+the package; the flower's model, the Gaussians and the counted model are in
+:mod:`pymc_kameleon.models.synthetic`.
 
 The flower sampler is checked against marginals obtained by brute-force integration of
 ``flower_logp`` on a fine *Cartesian* grid, which shares nothing with the sampler (no polar
@@ -21,9 +21,9 @@ import pytest
 from pytensor.gradient import NullTypeGradError
 from scipy import stats
 
-from benchmarks.models import NumpyLogp, counted_model, flower_model, gaussian_model
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.counting import find_counter
+from pymc_kameleon.models.synthetic import NumpyLogp, counted_model, flower_model, gaussian_model
 from pymc_kameleon.models.targets import (
     QUANTILE_LEVELS,
     _sample_radius,  # the conditional sampler, tested directly

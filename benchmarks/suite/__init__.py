@@ -1,7 +1,9 @@
 """Real-model benchmark suite: PyMC models with reference posteriors, every sampler compared.
 
-* :mod:`~benchmarks.suite.models`: model factories and their metadata (:data:`MODELS`);
-  data in :mod:`~benchmarks.suite.data`, the black-box ODE in :mod:`pymc_kameleon.models.ode`.
+* :mod:`~benchmarks.suite.models`: the models and their metadata (:data:`MODELS`); the
+  factories and their data are the package's (:mod:`pymc_kameleon.models.classic`,
+  :mod:`~pymc_kameleon.models.features`, :mod:`~pymc_kameleon.models.hard`,
+  :mod:`~pymc_kameleon.models.ode` and others).
 * :mod:`~benchmarks.suite.reference`: cached reference posteriors
   (``python -m benchmarks.suite.reference --model NAME``); closed forms in
   :mod:`~benchmarks.suite.analytic`.

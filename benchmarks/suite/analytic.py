@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import MULTINOMIAL_COUNTS, scales_data
-from .models import FUNNEL_SCALE, SCALES_K0, gauss50_cov
+from pymc_kameleon.models.classic import FUNNEL_SCALE, SCALES_K0, gauss50_cov
+from pymc_kameleon.models.data import MULTINOMIAL_COUNTS, scales_data
 
 __all__ = ["ANALYTIC", "banana_moments", "dirichlet_moments", "funnel_moments", "gauss50_moments",
            "scales_moments"]
 
 
 def scales_moments() -> tuple[np.ndarray, np.ndarray]:
-    """Posterior of :func:`~benchmarks.suite.models.scales_model`: ``lam, p, sigma2, mu, c``.
+    """Posterior of :func:`~pymc_kameleon.models.classic.scales_model`: ``lam, p, sigma2, mu, c``.
 
     ``lam | t ~ Gamma(2 + n, 500 + sum t)``; ``p | k ~ Beta(2 + k, 2 + n - k)``; the
     normal-inverse-gamma update gives ``sigma2 ~ InvGamma(a_n, b_n)`` and

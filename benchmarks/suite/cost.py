@@ -1,7 +1,7 @@
 """``python -m benchmarks.suite.cost FILE...``: ESS per evaluation and wall time over seeds.
 
 Reads the ``--json`` files of ``python -m benchmarks.suite`` (``{"runs": [...]}``) and the
-JSON lines of ``python -m benchmarks.local_scale --json`` (its ``default`` variant is
+JSON lines of ``python -m benchmarks.research.local_scale --json`` (its ``default`` variant is
 RandomWalkStep), and prints one markdown row per model and sampler: the seeds run, how many
 runs meet all four criteria, min bulk ESS per 1000 log-density evaluations and wall time
 (median and range over the seeds) and the median evaluations per run.  Where several files

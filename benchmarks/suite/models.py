@@ -1,7 +1,10 @@
-"""The suite's models: module-level factories building a fresh ``pm.Model`` and their metadata.
+"""The suite's models: their factories and metadata.
 
-Every factory takes no argument (data are fixed in :mod:`benchmarks.suite.data`) and is
-picklable.  :data:`MODELS` maps a model's name to its :class:`ModelSpec`.  Metrics are computed
+The factories are the package's (:mod:`pymc_kameleon.models.classic`,
+:mod:`~pymc_kameleon.models.features`, :mod:`~pymc_kameleon.models.hard` and the others of
+:mod:`pymc_kameleon.models`) but for GP-Glass, whose data file is looked up here.  Every
+factory takes no argument and is picklable.  :data:`MODELS` maps a model's name to its
+:class:`ModelSpec`.  Metrics are computed
 on the free variables of the model, in the constrained space PyMC reports in
 ``idata.posterior`` (e.g. ``tau`` > 0, not ``log tau``).
 """
@@ -16,22 +19,22 @@ from pathlib import Path
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 
 from pymc_kameleon.models import banana_model, gp_classification_model, lotka_volterra_model
-from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
-
-from ..models import flower_model
-from .data import (
-    EIGHT_SCHOOLS_SIGMA,
-    EIGHT_SCHOOLS_Y,
-    logistic_data,
-    logistic_raw_data,
-    poisson_data,
-    radon_data,
-    scales_data,
+from pymc_kameleon.models.classic import (
+    eight_schools_centred,
+    eight_schools_noncentred,
+    funnel_model,
+    gauss50_model,
+    logistic_model,
+    logistic_raw_model,
+    logistic_raw_whitened,
+    poisson_model,
+    radon_centred,
+    radon_noncentred,
+    scales_model,
 )
-from .feature_models import (
+from pymc_kameleon.models.features import (
     anova_zerosum_model,
     censored_model,
     dirichlet_multinomial_model,
@@ -43,7 +46,8 @@ from .feature_models import (
     timeseries_noncentred,
     truncated_model,
 )
-from .hard_models import (
+from pymc_kameleon.models.gpc import GLASS_ENV_VAR, load_glass
+from pymc_kameleon.models.hard import (
     HARE_LYNX_START,
     collinear_regression_model,
     collinear_regression_whitened,
@@ -57,170 +61,12 @@ from .hard_models import (
     years_regression_centred,
     years_regression_model,
 )
+from pymc_kameleon.models.synthetic import flower_model
 
 __all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
            "set_glass_path"]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# ------------------------------------------------------------------------------ factories
-def eight_schools_centred() -> pm.Model:
-    """8 schools (Rubin, 1981), centred: ``theta_j ~ N(mu, tau)``, ``tau ~ HalfCauchy(5)``."""
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0.0, 5.0)
-        tau = pm.HalfCauchy("tau", 5.0)
-        theta = pm.Normal("theta", mu, tau, shape=8)
-        pm.Normal("y", theta, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
-    return model
-
-
-def eight_schools_noncentred() -> pm.Model:
-    """8 schools, non-centred: ``theta = mu + tau * theta_std`` (a deterministic)."""
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0.0, 5.0)
-        tau = pm.HalfCauchy("tau", 5.0)
-        theta_std = pm.Normal("theta_std", 0.0, 1.0, shape=8)
-        theta = pm.Deterministic("theta", mu + tau * theta_std)
-        pm.Normal("y", theta, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
-    return model
-
-
-def _radon(centred: bool) -> pm.Model:
-    data = radon_data()
-    with pm.Model() as model:
-        mu_a = pm.Normal("mu_a", 0.0, 5.0)
-        sigma_a = pm.HalfNormal("sigma_a", 1.0)
-        if centred:
-            a = pm.Normal("a", mu_a, sigma_a, shape=data.n_counties)
-        else:
-            a_std = pm.Normal("a_std", 0.0, 1.0, shape=data.n_counties)
-            a = pm.Deterministic("a", mu_a + sigma_a * a_std)
-        b = pm.Normal("b", 0.0, 5.0)
-        sigma_y = pm.HalfNormal("sigma_y", 2.0)
-        pm.Normal("y", a[data.county] + b * data.floor, sigma_y, observed=data.y)
-    return model
-
-
-def radon_centred() -> pm.Model:
-    """Radon-style varying intercepts (centred, as usually written), 20 counties, d = 24."""
-    return _radon(centred=True)
-
-
-def radon_noncentred() -> pm.Model:
-    """The same posterior, non-centred: ``a = mu_a + sigma_a * a_std`` (a deterministic).
-
-    A suite model of its own (free variables ``a_std``) and the parametrisation on which the
-    NUTS reference of the centred model is made.
-    """
-    return _radon(centred=False)
-
-
-def _logistic(X: np.ndarray, y: np.ndarray, prior_sd: float) -> pm.Model:
-    """Logistic regression with intercept, ``N(0, prior_sd)`` priors on every coefficient."""
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, prior_sd)
-        beta = pm.Normal("beta", 0.0, prior_sd, shape=X.shape[1])
-        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
-    return model
-
-
-def logistic_model() -> pm.Model:
-    """Logistic regression, 8 standardised predictors + intercept, ``N(0, 2.5)`` priors."""
-    return _logistic(*logistic_data(), prior_sd=2.5)
-
-
-def logistic_raw_model() -> pm.Model:
-    """Logistic regression on *unstandardised, collinear* predictors, ``N(0, 10)`` priors."""
-    return _logistic(*logistic_raw_data(), prior_sd=10.0)
-
-
-def logistic_raw_whitened() -> pm.Model:
-    """The posterior of :func:`logistic_raw_model` in whitened coordinates (for NUTS).
-
-    ``(alpha, beta) = T z`` with ``T T^T`` the inverse of a Gauss-Newton approximation of
-    the posterior precision, ``D^T D / 4 + I / 100`` (``D = [1, X]``); ``z`` is flat and the
-    ``N(0, 10)`` prior is a potential (the Jacobian of a linear map is constant), so this is
-    exactly the same posterior, with nearly uncorrelated unit-scale coordinates.
-    """
-    X, y = logistic_raw_data()
-    design = np.column_stack([np.ones(len(X)), X])
-    precision = design.T @ design / 4.0 + np.eye(design.shape[1]) / 100.0
-    T = np.linalg.cholesky(np.linalg.inv(precision))
-    with pm.Model() as model:
-        z = pm.Flat("z", shape=design.shape[1])
-        coef = pt.dot(T, z)
-        alpha = pm.Deterministic("alpha", coef[0])
-        beta = pm.Deterministic("beta", coef[1:])
-        pm.Potential("prior", pm.logp(pm.Normal.dist(0.0, 10.0), coef).sum())
-        pm.Bernoulli("y", logit_p=alpha + pt.dot(X, beta), observed=y)
-    return model
-
-
-def poisson_model() -> pm.Model:
-    """Poisson regression with a log-exposure offset, 4 predictors + intercept."""
-    X, exposure, y = poisson_data()
-    with pm.Model() as model:
-        alpha = pm.Normal("alpha", 0.0, 2.0)
-        beta = pm.Normal("beta", 0.0, 1.0, shape=X.shape[1])
-        pm.Poisson("y", pt.exp(np.log(exposure) + alpha + pt.dot(X, beta)), observed=y)
-    return model
-
-
-#: Prior precision factor of ``mu`` in :func:`scales_model` (``mu ~ N(1000, sigma2 / K0)``).
-SCALES_K0 = 0.01
-
-
-def scales_model() -> pm.Model:
-    """Five independent conjugate blocks whose posteriors live on scales 1e-4 .. 1e3.
-
-    ``lam`` (exponential failure rate ~2e-3, Gamma prior), ``p`` (binomial probability,
-    Beta prior), ``mu``, ``sigma2`` (normal mean ~1200 and variance ~1600 with the
-    normal-inverse-gamma prior) and ``c`` (regression slope ~1e-3 on a regressor ~1e3).
-    The posterior is known in closed form (:mod:`benchmarks.suite.analytic`).
-    """
-    d = scales_data()
-    with pm.Model() as model:
-        lam = pm.Gamma("lam", alpha=2.0, beta=500.0)
-        pm.Exponential("failure_times", lam, observed=d.failure_times)
-        p = pm.Beta("p", 2.0, 2.0)
-        pm.Binomial("successes", n=d.trials, p=p, observed=d.successes)
-        sigma2 = pm.InverseGamma("sigma2", alpha=3.0, beta=2000.0)
-        mu = pm.Normal("mu", 1000.0, pt.sqrt(sigma2 / SCALES_K0))
-        pm.Normal("measurements", mu, pt.sqrt(sigma2), observed=d.measurements)
-        c = pm.Normal("c", 0.0, 0.01)
-        pm.Normal("response", c * d.dose, 1.0, observed=d.response)
-    return model
-
-
-def gauss50_cov() -> tuple[np.ndarray, np.ndarray]:
-    """Mean and covariance of the 50-d Gaussian: AR(1) correlation 0.9, sds 0.5 .. 2."""
-    d = 50
-    lag = np.abs(np.subtract.outer(np.arange(d), np.arange(d)))
-    sds = np.geomspace(0.5, 2.0, d)
-    cov = 0.9**lag * np.outer(sds, sds)
-    mean = np.random.default_rng(50).normal(0.0, 1.0, size=d)
-    return mean, cov
-
-
-def gauss50_model() -> pm.Model:
-    """50-d correlated Gaussian (condition number ~ 1e3); analytic reference."""
-    mean, cov = gauss50_cov()
-    with pm.Model() as model:
-        pm.MvNormal("x", mu=mean, cov=cov, shape=mean.size)
-    return model
-
-
-#: Scale of the log-variance in Neal's funnel.
-FUNNEL_SCALE = 3.0
-
-
-def funnel_model() -> pm.Model:
-    """Neal's (2003) funnel, centred: ``v ~ N(0, 3)``, ``x_i | v ~ N(0, exp(v / 2))``, d = 10."""
-    with pm.Model() as model:
-        v = pm.Normal("v", 0.0, FUNNEL_SCALE)
-        pm.Normal("x", 0.0, pt.exp(v / 2.0), shape=9)
-    return model
 
 
 #: Path given with :func:`set_glass_path` (``--glass`` of the command line), if any.
@@ -364,7 +210,7 @@ MODELS: dict[str, ModelSpec] = {
               9, False, False, "file",
               "benchmarks/data/gp_glass_reference.npz (4 exact pseudo-marginal RW chains)",
               pseudo_marginal=True, available=lambda: glass_path() is not None),
-        # PyMC features a drop-in step must handle (benchmarks/suite/feature_models.py)
+        # PyMC features a drop-in step must handle (pymc_kameleon/models/features.py)
         _spec("imputation", "normal with 3 missing observations imputed", imputation_model,
               5, True, True, "nuts", "NUTS 4 x 5000"),
         _spec("lkj", "3-d normal, LKJ prior, packed Cholesky factor", lkj_model, 9, True,
@@ -388,7 +234,7 @@ MODELS: dict[str, ModelSpec] = {
               "nuts", "NUTS 4 x 5000",
               hard="a long tail to mu < 0 with large sigma (NUTS: bulk ESS 240 of 4000 at "
                    "pm.sample's defaults)"),
-        # hard real posteriors (issue 42; benchmarks/suite/hard_models.py)
+        # hard real posteriors (issue 42; pymc_kameleon/models/hard.py)
         _spec("hare-lynx", "predator-prey ODE on the hare-lynx pelts, unknown initial states",
               hare_lynx_model, 8, False, False, "chain",
               "pm.DEMetropolisZ 4 x 40000 after 5000 tuning, started at the global mode",

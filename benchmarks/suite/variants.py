@@ -9,8 +9,8 @@ per run is printed as the runs finish, with the wall time of the run (step const
 the sum of the ESS and the number of runs that meet all four criteria per variant at the end.
 A step that reports the surrogate screen's stats adds the share of chains screening after
 tuning and the first-stage acceptance (``screen active, stage 1``).  Used by
-:mod:`benchmarks.fkamh_rank`, :mod:`benchmarks.kamh_gamma`,
-:mod:`benchmarks.iterations_per_draw` and :mod:`benchmarks.screen_suite`.
+:mod:`benchmarks.research.fkamh_rank`, :mod:`benchmarks.research.kamh_gamma`,
+:mod:`benchmarks.research.iterations_per_draw` and :mod:`benchmarks.research.screen_suite`.
 """
 
 from __future__ import annotations

@@ -12,9 +12,15 @@
 * :func:`add_counter` (:mod:`pymc_kameleon.models.counting`): a potential that counts a
   model's log-density evaluations, to check a sampler's bill independently.
 
-The models only the tests and benchmarks use (the flower's, Gaussians, a counted model) live
-next to them, in the repository's ``benchmarks.models``; the flower target itself is in
-:mod:`pymc_kameleon.models.targets`.
+The models the tests and benchmarks share are modules of their own, not imported here:
+
+* :mod:`pymc_kameleon.models.synthetic`: the flower's model, Gaussians, a Gaussian mixture
+  with known evidence, and a NumPy log density in a model that counts its evaluations;
+* the real models of the benchmark suite: :mod:`pymc_kameleon.models.classic` (eight
+  schools, radon, regressions, a funnel), :mod:`pymc_kameleon.models.features` (PyMC's
+  transforms, imputation, censoring, mixtures, a latent time series) and
+  :mod:`pymc_kameleon.models.hard` (ODEs, latent Gaussian processes, near-collinear
+  regressions), with their data in :mod:`pymc_kameleon.models.data`.
 """
 
 from .counting import add_counter, find_counter

@@ -8,8 +8,8 @@
 * :func:`gp_classification_model`: the pseudo-marginal posterior of GP-classification
   hyperparameters (:mod:`pymc_kameleon.models.gpc`, guide: :doc:`/pseudo_marginal`).
 
-The models of the tests and benchmarks only (flower, Gaussian, Gaussian mixture, and a
-log density that counts its evaluations) are in the repository's ``benchmarks.models``.
+The flower, Gaussian and Gaussian-mixture models and a log density that counts its
+evaluations, which the tests and benchmarks share, are in :mod:`pymc_kameleon.models.synthetic`.
 
 References
 ----------

@@ -3,9 +3,9 @@
 Pure NumPy / SciPy (no PyMC).  :func:`banana_coverage_error` checks a sampler's draws against
 the exact answer, as in the experiments of Sejdinovic et al. (2014, Section 5.2); the PyMC model
 of the target is :func:`pymc_kameleon.models.banana_model`.  The flower target (used by the
-benchmarks and tests; its PyMC model is ``benchmarks.models.flower_model``) has no closed-form
-regions: :func:`quantile_coverage_error` compares draws with a large exact sample of
-:func:`flower_sample` instead.
+benchmarks and tests; its PyMC model is :func:`pymc_kameleon.models.synthetic.flower_model`)
+has no closed-form regions: :func:`quantile_coverage_error` compares draws with a large
+exact sample of :func:`flower_sample` instead.
 
 Banana ``B(b, v)`` (Haario et al., 1999), ``d >= 2``::
 

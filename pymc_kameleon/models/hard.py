@@ -1,4 +1,4 @@
-"""The suite's hard real posteriors: the classes of model where a gradient-free step fails.
+"""Hard real posteriors: the classes of model where a gradient-free step fails.
 
 Each class was measured to defeat the steps' warm-up of 2026-11-26 (docs/benchmarks/suite.md,
 "Hard posteriors"):
@@ -36,7 +36,7 @@ from pytensor.graph.op import Op
 from scipy.integrate import odeint
 from scipy.linalg import solve_triangular
 
-from pymc_kameleon.models.ode import lotka_volterra_rhs  # the same equations, initial state free
+from .ode import lotka_volterra_rhs  # the same equations, initial state free
 
 __all__ = [
     "HARE_LYNX",
@@ -46,6 +46,8 @@ __all__ = [
     "collinear_regression_whitened",
     "collinear_whitening",
     "GP_POIS_REGR_K",
+    "gp_correlation",
+    "gp_pois_regr_cov",
     "gp_pois_regr_from_posteriordb",
     "gp_pois_regr_model",
     "gp_poisson_model",
@@ -437,7 +439,9 @@ GP_JITTER = 1e-6
 GP_COUNTS = np.array([4, 5, 3, 2, 4, 6, 5, 5, 4, 4, 0])
 
 
-def _gp_correlation(lengthscale) -> pt.TensorVariable:
+def gp_correlation(lengthscale) -> pt.TensorVariable:
+    """The latent GP's correlation matrix on :data:`GP_X`: squared exponential with
+    ``lengthscale`` plus ``1e-6 I`` (a PyTensor expression; ``.eval()`` for its values)."""
     d2 = (GP_X[:, None] - GP_X[None, :]) ** 2
     return pt.exp(-0.5 * d2 / lengthscale**2) + GP_JITTER * np.eye(GP_X.size)
 
@@ -446,7 +450,7 @@ def gp_simulate() -> np.ndarray:
     """The counts of :data:`GP_COUNTS`, recomputed from :data:`GP_TRUE` and :data:`GP_SEED`."""
     amp, ls = GP_TRUE
     rng = np.random.default_rng(GP_SEED)
-    cov = amp**2 * _gp_correlation(ls).eval()
+    cov = amp**2 * gp_correlation(ls).eval()
     f = rng.multivariate_normal(np.zeros(GP_X.size), cov)
     return rng.poisson(np.exp(GP_OFFSET + f))
 
@@ -458,7 +462,7 @@ def _gp(centred: bool) -> pm.Model:
     with pm.Model() as model:
         log_amp = pm.Normal("log_amp", *_GP_PRIOR["log_amp"])
         log_ls = pm.Normal("log_ls", *_GP_PRIOR["log_ls"])
-        chol = pt.exp(log_amp) * pt.linalg.cholesky(_gp_correlation(pt.exp(log_ls)))
+        chol = pt.exp(log_amp) * pt.linalg.cholesky(gp_correlation(pt.exp(log_ls)))
         if centred:
             f = pm.MvNormal("f", mu=np.zeros(GP_X.size), chol=chol)
         else:
@@ -492,7 +496,7 @@ GP_POIS_REGR_K = np.array([40, 37, 29, 12, 4, 3, 9, 19, 77, 82, 33])
 GP_POIS_REGR_JITTER = 1e-10
 
 
-def _gp_pois_regr_cov(alpha, rho):
+def gp_pois_regr_cov(alpha, rho):
     """``gp_exp_quad_cov(x, alpha, rho) + 1e-10 I`` (NumPy or PyTensor arguments)."""
     d2 = (GP_POIS_REGR_X[:, None] - GP_POIS_REGR_X[None, :]) ** 2
     lib = pt if isinstance(alpha, pt.TensorVariable) else np
@@ -510,7 +514,7 @@ def gp_pois_regr_model() -> pm.Model:
         rho = pm.Gamma("rho", alpha=25.0, beta=4.0)
         alpha = pm.HalfNormal("alpha", 2.0)
         f_tilde = pm.Normal("f_tilde", 0.0, 1.0, shape=GP_POIS_REGR_X.size)
-        chol = pt.linalg.cholesky(_gp_pois_regr_cov(alpha, rho))
+        chol = pt.linalg.cholesky(gp_pois_regr_cov(alpha, rho))
         f = pm.Deterministic("f", pt.dot(chol, f_tilde))
         pm.Poisson("k", pt.exp(f), observed=GP_POIS_REGR_K)
     return model
@@ -527,6 +531,6 @@ def gp_pois_regr_from_posteriordb(draws: dict[str, np.ndarray]) -> np.ndarray:
                   for i in range(GP_POIS_REGR_X.size)], axis=-1)
     f_tilde = np.empty_like(f)
     for idx in np.ndindex(rho.shape):
-        chol = np.linalg.cholesky(_gp_pois_regr_cov(float(alpha[idx]), float(rho[idx])))
+        chol = np.linalg.cholesky(gp_pois_regr_cov(float(alpha[idx]), float(rho[idx])))
         f_tilde[idx] = solve_triangular(chol, f[idx], lower=True)
     return np.concatenate([rho[..., None], alpha[..., None], f_tilde], axis=-1)

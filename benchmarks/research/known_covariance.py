@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.known_covariance [--models radon-nc] [--seeds 1,2,3]
+    python -m benchmarks.research.known_covariance [--models radon-nc] [--seeds 1,2,3]
         [--steps rw,kamh,fkamh,khmc]
 
 On each suite model, with ``pm.sample``'s defaults (tune 1000, draws 1000, 4 chains,
@@ -38,8 +38,8 @@ import pymc as pm
 
 from pymc_kameleon import RandomWalkStep
 
-from .common import STEP_CLASSES as STEPS
-from .common import model_dim
+from ..common import STEP_CLASSES as STEPS
+from ..common import model_dim
 
 __all__ = ["learned_spread", "main", "reference_covariance"]
 
@@ -47,8 +47,8 @@ __all__ = ["learned_spread", "main", "reference_covariance"]
 def reference_covariance(model: pm.Model, name: str) -> np.ndarray:
     """Covariance of the reference draws of suite model ``name`` in the order and the
     (unconstrained) coordinates of ``model``'s value variables, as a step samples them."""
-    from .suite.models import free_var_labels
-    from .suite.reference import load_reference
+    from ..suite.models import free_var_labels
+    from ..suite.reference import load_reference
 
     ref = load_reference(name)
     if ref.sample is None:
@@ -79,7 +79,7 @@ def learned_spread(name: str, seed: int, tune: int = 1000) -> tuple[float, float
     one chain of ``tune`` tuning draws with ``random_seed=seed``."""
     from scipy.linalg import solve_triangular
 
-    from .suite.models import MODELS
+    from ..suite.models import MODELS
 
     model = MODELS[name].factory()
     cov = reference_covariance(model, name)
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--steps", default="rw,kamh,fkamh,khmc")
     args = parser.parse_args(argv)
-    from .suite.variants import compare_variants
+    from ..suite.variants import compare_variants
 
     seeds = [int(s) for s in args.seeds.split(",")]
     for name in args.models.split(","):

@@ -1,4 +1,4 @@
-"""Data of the suite's models: small public data sets and data simulated with fixed seeds.
+"""Data of the classic and feature models: small public data sets and fixed simulations.
 
 Every function returns the same arrays on every call (the seeds are fixed here, not passed
 in), so a model and its cached reference always see the same data.
@@ -115,7 +115,7 @@ class ScalesData:
 
 
 def scales_data() -> ScalesData:
-    """Simulated data for :func:`benchmarks.suite.models.scales_model`."""
+    """Simulated data for :func:`pymc_kameleon.models.classic.scales_model`."""
     rng = np.random.default_rng(10001000)
     failure_times = rng.exponential(1.0 / 2e-3, size=25)
     trials = 40

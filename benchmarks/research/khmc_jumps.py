@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.khmc_jumps --model pk --seed 1 [--max-jump inf] [--chains 4]
+    python -m benchmarks.research.khmc_jumps --model pk --seed 1 [--max-jump inf] [--chains 4]
 
 ``KernelHMCStep`` with its defaults (``max_jump`` given, ``inf`` to evaluate every
 trajectory as before the bound existed; ``on_error="reject"`` so that a failing solver does
@@ -23,8 +23,8 @@ import pymc as pm
 
 from pymc_kameleon import KernelHMCStep, StepInfo
 
-from .common import quiet_pymc
-from .suite.models import MODELS
+from ..common import quiet_pymc
+from ..suite.models import MODELS
 
 __all__ = ["RecordingKernelHMC", "main"]
 

@@ -2,11 +2,11 @@
 
 Usage::
 
-    python -m benchmarks.kamh_gamma --part geometry
-    python -m benchmarks.kamh_gamma --part suite [--step kamh] [--gammas auto,0.1,0.7]
+    python -m benchmarks.research.kamh_gamma --part geometry
+    python -m benchmarks.research.kamh_gamma --part suite [--step kamh] [--gammas auto,0.1,0.7]
                                     [--relative] [--models eight-schools-nc,logistic,...]
                                     [--seeds 1,2]
-    python -m benchmarks.kamh_gamma --part paper --target banana-strong [--chains 2]
+    python -m benchmarks.research.kamh_gamma --part paper --target banana-strong [--chains 2]
                                     [--out DIR] [--tune N --draws N]
 
 * ``geometry``: KAMH's adaptive part ``G(y) = M H M^T`` on 1000 draws of N(0, I_d) (what the
@@ -73,8 +73,8 @@ def _geometry(dims) -> None:
 
 def _paper(target: str, chains: int, out: Path, tune: int | None = None,
            draws: int | None = None) -> None:
-    from .common import SAMPLERS, TARGETS, SamplerSpec
-    from .synthetic import run_benchmark
+    from ..common import SAMPLERS, TARGETS, SamplerSpec
+    from ..synthetic import run_benchmark
 
     variants = {"kamh-g01": ("KameleonStep, gamma 0.1", KameleonStep),
                 "fkamh-g01": ("FastKameleonStep, gamma 0.1", FastKameleonStep)}
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "paper":
         _paper(args.target, args.chains, args.out, args.tune, args.draws)
         return
-    from .common import model_dim
-    from .suite.variants import compare_variants
+    from ..common import model_dim
+    from ..suite.variants import compare_variants
 
     cls = KameleonStep if args.step == "kamh" else FastKameleonStep
 

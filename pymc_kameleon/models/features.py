@@ -1,10 +1,10 @@
-"""Suite models built from the PyMC features users rely on (factories; data in ``data.py``).
+"""Models built from the PyMC features users rely on.
 
 Transforms other than ``log`` (simplex, ordered, zero-sum, packed Cholesky factor), missing
 values imputed by PyMC, censored and truncated likelihoods, a mixture, ``pm.Data`` with a
 ``Deterministic``, and a latent time series.  A drop-in step must run on these unchanged and
 converge at ``pm.sample``'s defaults; their references are long NUTS runs (the
-Dirichlet-multinomial's is closed form).
+Dirichlet-multinomial's is closed form).  Their data are in :mod:`pymc_kameleon.models.data`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ point 5).
 
 Usage::
 
-    python -m benchmarks.local_scale --model gp-poisson --seed 1 --variant dr0.2
+    python -m benchmarks.research.local_scale --model gp-poisson --seed 1 --variant dr0.2
         [--timeout 600] [--on-error reject] [--json /tmp/out.json]
 
 One run per call (``pm.sample``'s defaults, 4 chains one after the other, ``cores=1``,
@@ -29,11 +29,11 @@ import numpy as np
 
 from pymc_kameleon import KameleonStep, RandomWalkStep
 
-from .common import SamplerSpec, quiet_pymc
-from .suite.models import MODELS
-from .suite.reference import load_reference
-from .suite.report import failed_letters
-from .suite.runner import SAMPLERS, run_one
+from ..common import SamplerSpec, quiet_pymc
+from ..suite.models import MODELS
+from ..suite.reference import load_reference
+from ..suite.report import failed_letters
+from ..suite.runner import SAMPLERS, run_one
 
 __all__ = ["HARD_PARAMETER", "main", "make_variant"]
 

@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m benchmarks.gp_ceiling [--seeds 1,2,3] [--evals 50000] [--chains 4] [--moves M,...]
+    python -m benchmarks.research.gp_ceiling [--seeds 1,2,3] [--evals 50000] [--chains 4]
+                                             [--moves M,...]
 
 Every step fails the suite's latent GP (``docs/benchmarks/work_cap.md``) at about 0.4 ESS
 per 1000 evaluations.  This script asks whether better moves could pass it, by giving the
@@ -187,13 +188,13 @@ def _centred_model():
     import pymc as pm
     import pytensor.tensor as pt
 
-    from .suite.hard_models import GP_POIS_REGR_K, GP_POIS_REGR_X, _gp_pois_regr_cov
+    from pymc_kameleon.models.hard import GP_POIS_REGR_K, GP_POIS_REGR_X, gp_pois_regr_cov
 
     with pm.Model() as model:
         rho = pm.Gamma("rho", alpha=25.0, beta=4.0)
         alpha = pm.HalfNormal("alpha", 2.0)
         f = pm.MvNormal("f", mu=np.zeros(GP_POIS_REGR_X.size),
-                        cov=_gp_pois_regr_cov(alpha, rho))
+                        cov=gp_pois_regr_cov(alpha, rho))
         pm.Poisson("k", pt.exp(f), observed=GP_POIS_REGR_K)
     return model
 
@@ -202,8 +203,9 @@ def _model_functions(centred: bool = False):
     """Log density, negative Hessian (flat vectors in; None for the centred form, which
     no move needs it of) and the reference draws on the unconstrained space of the suite's
     model (or of its centred form)."""
-    from .suite.hard_models import _gp_pois_regr_cov, gp_pois_regr_model
-    from .suite.reference import load_reference
+    from pymc_kameleon.models.hard import gp_pois_regr_cov, gp_pois_regr_model
+
+    from ..suite.reference import load_reference
 
     model = _centred_model() if centred else gp_pois_regr_model()
     names = [v.name for v in model.value_vars]
@@ -217,7 +219,7 @@ def _model_functions(centred: bool = False):
     ref = load_reference("gp-pois-regr").sample.copy()
     if centred:
         for row in ref:
-            row[2:] = np.linalg.cholesky(_gp_pois_regr_cov(row[1], row[0])) @ row[2:]
+            row[2:] = np.linalg.cholesky(gp_pois_regr_cov(row[1], row[0])) @ row[2:]
     ref[:, :2] = np.log(ref[:, :2])
     hess = None if hess_fn is None else (lambda x: hess_fn(point(x)))
     return (lambda x: logp_fn(point(x))), hess, ref
@@ -225,9 +227,9 @@ def _model_functions(centred: bool = False):
 
 def _prior_chol(log_hyper: np.ndarray) -> np.ndarray:
     """Cholesky factor of the latent prior's covariance at ``(log rho, log alpha)``."""
-    from .suite.hard_models import _gp_pois_regr_cov
+    from pymc_kameleon.models.hard import gp_pois_regr_cov
 
-    return np.linalg.cholesky(_gp_pois_regr_cov(np.exp(log_hyper[1]), np.exp(log_hyper[0])))
+    return np.linalg.cholesky(gp_pois_regr_cov(np.exp(log_hyper[1]), np.exp(log_hyper[0])))
 
 
 def main(argv: list[str] | None = None) -> None:

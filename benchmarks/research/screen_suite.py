@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.screen_suite [--models pk,hare-lynx] [--seeds 1,2,3]
+    python -m benchmarks.research.screen_suite [--models pk,hare-lynx] [--seeds 1,2,3]
                                       [--steps rw,kamh] [--tune 1000] [--draws 1000]
                                       [--chains 4] [--screen-only]
                                       [--screen move_rate=0.1,max_steps_factor=4]
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--screen-only", action="store_true")
     parser.add_argument("--screen", default="", help="SurrogateScreen fields, name=value,...")
     args = parser.parse_args(argv)
-    from .suite.variants import compare_variants
+    from ..suite.variants import compare_variants
 
     compare_variants(args.models.split(","), [int(s) for s in args.seeds.split(",")],
                      variants(args.steps.split(","), screen_settings(args.screen),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from benchmarks import plots, replot
+from benchmarks import plots
 from benchmarks.common import ChainResult
 
 
@@ -36,7 +36,8 @@ def test_log_axis_labels_no_minor_ticks_over_two_decades():
 
 
 def test_replot_redraws_metrics_from_json(tmp_path):
-    """``python -m benchmarks.replot``: every ``<target>.json`` gives ``<target>_metrics.png``."""
+    """``python -m benchmarks.synthetic --replot``: every ``<target>.json`` gives
+    ``<target>_metrics.png``."""
     chains = [
         ChainResult("banana-moderate", sampler, seed, 100, 100, wall=1.0 + seed, evals=1000,
                     accept=0.3, mean_norm=0.2 * seed, coverage=0.01 * seed, ess=50.0 * seed)
@@ -47,7 +48,7 @@ def test_replot_redraws_metrics_from_json(tmp_path):
         "mode": "quick: tune 100 + draws 100 iterations", "run": "", "versions": "",
         "chains": [c.to_dict() for c in chains],
     }))
-    written = replot.replot(tmp_path)
+    written = plots.replot(tmp_path)
     assert written == [tmp_path / "banana-moderate_metrics.png"]
     png = written[0].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -58,4 +59,4 @@ def test_replot_rejects_json_without_chain_fields(tmp_path):
         "target": "bad", "title": "bad", "mode": "quick: x", "chains": [{"sampler": "kamh"}],
     }))
     with pytest.raises(KeyError):
-        replot.replot(tmp_path)
+        plots.replot(tmp_path)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.khmc_tempered [--models pk] [--seeds 1,2,3] [--temperature 2]
+    python -m benchmarks.research.khmc_tempered [--models pk] [--seeds 1,2,3] [--temperature 2]
                                        [--width 1] [--global] [--draws 1000]
 
 ``KernelHMCStep`` can come out with a short tail on a curved posterior (pk: an sd 0.83 of
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--global", dest="everywhere", action="store_true")
     parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args(argv)
-    from .suite.variants import compare_variants
+    from ..suite.variants import compare_variants
 
     tempered = tempered_adaptation(args.temperature, None if args.everywhere else args.width)
     label = f"tempered T={args.temperature:g}" + (" everywhere" if args.everywhere else "")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.surrogate_screen [--models pk,hare-lynx] [--seeds 1] [--tune 1000]
+    python -m benchmarks.research.surrogate_screen [--models pk,hare-lynx] [--seeds 1] [--tune 1000]
                                           [--draws 1000] [--chains 4] [--scales 1,2,3]
                                           [--adapt product:0.05,stage2:0.6]
 
@@ -71,10 +71,10 @@ from pymc_kameleon.math.score_matching import FiniteScoreEstimator, cross_valida
 from pymc_kameleon.math.surrogate_regression import KernelRidgeSurrogate
 from pymc_kameleon.models.counting import add_counter
 
-from .common import quiet_pymc
-from .suite.metrics import accuracy, diagnostics
-from .suite.models import MODELS, free_var_labels
-from .suite.reference import load_reference
+from ..common import quiet_pymc
+from ..suite.metrics import accuracy, diagnostics
+from ..suite.models import MODELS, free_var_labels
+from ..suite.reference import load_reference
 
 __all__ = ["TunedChain", "fit_surrogates", "main", "tune_chain"]
 

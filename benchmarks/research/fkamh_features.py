@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.fkamh_features [--target banana-moderate] [--seeds 1,2,3]
+    python -m benchmarks.research.fkamh_features [--target banana-moderate] [--seeds 1,2,3]
                                         [--variants kamh,fkamh-d200-gaussian,fkamh]
                                         [--tune N] [--draws N] [--jsonl FILE]
 
@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 from pymc_kameleon import FastKameleonStep, KameleonStep
 from pymc_kameleon.adaptation.local_gaussian import FastKameleonAdaptation
 
-from .common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
+from ..common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
 
 __all__ = ["main", "register"]
 

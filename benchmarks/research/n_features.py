@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.n_features [--target banana-moderate] [--features 50,100,200,400]
+    python -m benchmarks.research.n_features [--target banana-moderate] [--features 50,100,200,400]
                                     [--chains 3] [--tune 20000] [--draws 20000]
 
 Runs ``FastKameleonStep(n_features=D)`` for each D on the same seeds with the single-chain
@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_kameleon import FastKameleonStep
 
-from .common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
+from ..common import SAMPLERS, TARGETS, SamplerSpec, fmt_mean_sd, mean_sd, run_chain
 
 __all__ = ["main"]
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         f"# FastKameleonStep: number of random Fourier features D ({target.title})",
         "",
-        f"- command: `python -m benchmarks.n_features --target {args.target} --features "
+        f"- command: `python -m benchmarks.research.n_features --target {args.target} --features "
         f"{args.features} --chains {args.chains} --tune {args.tune} --draws {args.draws}`",
         f"- run: {started:%Y-%m-%d %H:%M %Z}, {(time.perf_counter() - t0) / 60:.1f} min",
         "",

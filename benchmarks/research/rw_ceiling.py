@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.rw_ceiling [--dims 2,3,4] [--chains 64] [--evals 20000]
+    python -m benchmarks.research.rw_ceiling [--dims 2,3,4] [--chains 64] [--evals 20000]
 
 On a standard Gaussian ``N(0, I_d)`` (what a posterior looks like to our steps after the
 warm-up's whitening when it is close to Gaussian), ESS per log-density evaluation of

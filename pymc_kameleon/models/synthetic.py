@@ -1,16 +1,18 @@
-"""PyMC models of the tests and benchmarks, and honest log-density evaluation counts.
+"""Synthetic targets with known answers, and honest log-density evaluation counts.
 
-* :func:`flower_model`: the flower target of :mod:`pymc_kameleon.models.targets` as one ``pm.Flat``
-  vector and a PyTensor ``pm.Potential`` (so NUTS runs on it too), like
+The models the tests and the benchmarks share; users may sample them too.
+
+* :func:`flower_model`: the flower target of :mod:`pymc_kameleon.models.targets` as one
+  ``pm.Flat`` vector and a PyTensor ``pm.Potential`` (so NUTS runs on it too), like
   :func:`pymc_kameleon.models.banana_model`, whose prior option (``prior_sd``, for SMC) it
   shares.
 * :func:`gaussian_model`, :func:`gaussian_mixture_model`: Gaussian targets with known
   moments and, for the mixture, a known log evidence (0).
 * :class:`NumpyLogp` and :func:`counted_model`: a NumPy log density wrapped as a PyTensor
-  ``Op`` without gradient, in a model whose evaluations the suite's
-  :class:`~pymc_kameleon.models.counting.EvalCounter` counts, to compare samplers by the number
-  of target evaluations they spend and to check the one-evaluation-per-iteration contract.
-  (Users read the steps' ``n_evals`` stat instead.)
+  ``Op`` without gradient, in a model whose evaluations an
+  :class:`~pymc_kameleon.models.counting.EvalCounter` counts, to compare samplers by the
+  number of target evaluations they spend and to check the one-evaluation-per-iteration
+  contract (users read the steps' ``n_evals`` stat instead).
 
 References
 ----------
@@ -31,12 +33,12 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
-from pymc_kameleon.models.counting import EvalCounter, add_counter
+from ..validation import check_integral, check_positive
+from .counting import EvalCounter, add_counter
 
 # the banana model's prior option and argument checks, shared so that both targets agree
-from pymc_kameleon.models.factories import vector_variable
-from pymc_kameleon.models.targets import LOG_2PI
-from pymc_kameleon.validation import check_integral, check_positive
+from .factories import vector_variable
+from .targets import LOG_2PI
 
 __all__ = [
     "NumpyLogp",

@@ -1,10 +1,11 @@
 """Per-group pass rates of the tests' group design (docs/benchmarks/test_calibration.md).
 
-Run from the repository root (the criteria are imported from ``tests/``)::
+It runs the tests' own checks and broken variants, so it lives with them; run it as a
+script from the repository root (its folder, ``tests/``, is then on the import path)::
 
-    python -m benchmarks.calibration gauss --chains 40 --seed 100
-    python -m benchmarks.calibration banana --variants kamh-0.1 kamh-default --seeds 1 2
-    python -m benchmarks.calibration noise --chains 8 --seed 1
+    python tests/calibration.py gauss --chains 40 --seed 100
+    python tests/calibration.py banana --variants kamh-0.1 kamh-default --seeds 1 2
+    python tests/calibration.py noise --chains 8 --seed 1
 
 ``gauss``: every step of the contract tests on their correlated 2-d Gaussian, each chain
 checked as ``test_gaussian_moments`` checks it.  ``banana``: 16-chain runs of the banana
@@ -16,15 +17,16 @@ chain checked as ``test_large_noise_does_not_collapse_the_step_size`` checks it.
 from __future__ import annotations
 
 import argparse
-import sys
+import os
 import time
 from functools import partial
-from pathlib import Path
 
-import numpy as np
+# Single-threaded BLAS, set before NumPy is imported: with chains in processes on 2 cores,
+# multi-threaded BLAS on the steps' small matrices is 10-100x slower (as in the benchmarks).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
+import numpy as np  # noqa: E402
 from checks import (  # noqa: E402
     BANANA_CHAINS,
     GAUSS_COV,
@@ -42,9 +44,9 @@ from test_kernel_hmc_noise import (  # noqa: E402
 )
 from test_step_contract import gaussian_chain_checks, gaussian_checks_pass  # noqa: E402
 
-from benchmarks.models import gaussian_model  # noqa: E402
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep  # noqa: E402
 from pymc_kameleon.models import banana_model  # noqa: E402
+from pymc_kameleon.models.synthetic import gaussian_model  # noqa: E402
 
 #: name: (step factory, banana (dim, b), draws, tune, max coverage error, max R-hat)
 BANANA_VARIANTS = {

@@ -2,10 +2,9 @@
 
 Usage::
 
-    python -m benchmarks.fkamh_rank --part spectrum
-    python -m benchmarks.fkamh_rank --part mehler [--dims 2,4,8,10,16,32]
-    python -m benchmarks.fkamh_rank --part distortion
-    python -m benchmarks.fkamh_rank --part suite [--models eight-schools-nc,logistic,...]
+    python -m benchmarks.research.fkamh_rank --part spectrum
+    python -m benchmarks.research.fkamh_rank --part mehler [--dims 2,4,8,10,16,32]
+    python -m benchmarks.research.fkamh_rank --part suite [--models eight-schools-nc,logistic,...]
                                     [--seeds 1,2,3] [--tolerances 0,0.03,0.1]
 
 ``FastKameleonStep`` proposes with ``(R J)^T (R J)``, ``R^T R`` the leading eigenpairs of the
@@ -21,15 +20,14 @@ coordinates, so every part measures there:
   under a Gaussian), the rank of the exact (centred) kernel matrix of 2000 draws of
   N(0, I) at 3 %, the ``d (d + 3) / 2`` polynomials of degree 1 and 2, the F-KAMH rank at
   3 % (as ``spectrum``) and the ratio of the two Gram products' multiply-adds;
-* ``distortion``: eigenvalues of ``S_K^{-1/2} S_F S_K^{-1/2}`` (``S_F`` F-KAMH's proposal
-  covariance, ``S_K`` KAMH's exact-kernel one, 1 = identical) on 1000 exact banana draws
-  whitened by their sample mean and covariance, medians over 20 points and 3 feature draws,
-  per tolerance (:func:`distortion`; the tests use it in raw coordinates);
 * ``suite``: ``pm.sample`` defaults (tune 1000, draws 1000, 4 chains) on suite models, one
   run per seed and tolerance: min bulk ESS and max R-hat
   (:func:`benchmarks.suite.variants.compare_variants`).
 
-The results are on ``docs/benchmarks/fkamh_rank.md``.
+The results are on ``docs/benchmarks/fkamh_rank.md``.  Its ``distortion`` part (F-KAMH's
+proposal against KAMH's per tolerance) was dropped when the script moved here: its table
+names the commit that still has it, and ``tests/test_fast_kameleon.py`` measures the same
+distortion in raw coordinates.
 """
 
 from __future__ import annotations
@@ -38,18 +36,13 @@ import argparse
 import math
 
 import numpy as np
-import pymc as pm
 
-from pymc_kameleon import FastKameleonStep, KameleonStep
+from pymc_kameleon import FastKameleonStep
 from pymc_kameleon.adaptation.local_gaussian import default_n_features
 from pymc_kameleon.math.kernels import median_heuristic
 from pymc_kameleon.math.rff import RandomFourierFeatures
-from pymc_kameleon.models.targets import banana_sample
 
-from .common import quiet_pymc
-
-__all__ = ["distortion", "kernel_matrix_rank", "main", "mehler_degree_shares",
-           "spectrum_ranks"]
+__all__ = ["kernel_matrix_rank", "main", "mehler_degree_shares", "spectrum_ranks"]
 
 TOLERANCES = (1e-3, 1e-2, 3e-2, 1e-1)
 
@@ -153,62 +146,8 @@ def _mehler(dims, n: int = 2000, tolerance: float = 0.03, n_history: int = 1000)
           f"n = {n_history} (and n exponentials)")
 
 
-def distortion(d: int, b: float, whiten: bool = True, seeds=(0, 1, 2),
-               **fkamh_kwargs) -> tuple[float, float, list[int]]:
-    """Median largest and smallest eigenvalue of ``S_K^{-1/2} S_F S_K^{-1/2}`` and the ranks used.
-
-    ``S_F`` is the frozen proposal covariance of ``FastKameleonStep(**fkamh_kwargs)``, ``S_K``
-    KameleonStep's (exact kernel), both on the same 1000 exact draws of the banana B(b, 100)
-    in ``d`` dimensions with the same bandwidth and (initial) scale ratio, at 20 points, for
-    one feature draw per seed (1 = identical proposals).  ``whiten`` maps draws and points by
-    the draws' sample mean and covariance first, as the steps' warm-up does; without it the
-    raw coordinates are used (``tests/test_fast_kameleon.py`` holds the defaults there).
-    """
-    with pm.Model() as model:
-        pm.Normal("x", 0.0, 1.0, shape=d)
-    Z = banana_sample(1000, d, b, 100.0, rng=1)
-    ys = banana_sample(20, d, b, 100.0, rng=2)
-    if whiten:
-        m, L = Z.mean(axis=0), np.linalg.cholesky(np.cov(Z.T))
-        Z, ys = (np.linalg.solve(L, (A - m).T).T for A in (Z, ys))
-    s = median_heuristic(Z)
-    with model:
-        kamh = KameleonStep(rng=0, bandwidth=s)
-    for z in Z:
-        kamh.adaptation.record(kamh.adaptation_state, z, 0.0, kamh.rng)
-    kamh.adaptation.refresh(kamh.adaptation_state, kamh.rng)
-    largest, smallest, ranks = [], [], set()
-    for seed in seeds:
-        with model:
-            fkamh = FastKameleonStep(rng=seed, bandwidth=s, n_bandwidth=len(Z), **fkamh_kwargs)
-        for z in Z:
-            fkamh.adaptation.record(fkamh.adaptation_state, z, 0.0, fkamh.rng)
-        fkamh.adaptation.refresh(fkamh.adaptation_state, fkamh.rng)
-        fkamh.stop_tuning()  # the frozen proposal: exact truncation
-        ranks.add(fkamh.adaptation_state.rank)
-        for y in ys:
-            qk, qf = kamh.proposal_at(y), fkamh.proposal_at(y)
-            A = np.linalg.solve(qk.chol, qf.chol)
-            ev = np.linalg.eigvalsh(A @ A.T)
-            largest.append(ev.max())
-            smallest.append(ev.min())
-    return float(np.median(largest)), float(np.median(smallest)), sorted(ranks)
-
-
-def _distortion(cases, tolerances) -> None:
-    quiet_pymc()
-    print("| d | b | D | tolerance | rank | largest | smallest |")
-    print("|---|---|---|---|---|---|---|")
-    for d, b in cases:
-        for tol in tolerances:
-            big, small, ranks = distortion(d, b, trace_tolerance=tol)
-            rank = "-".join(map(str, (ranks[0], ranks[-1]))) if len(ranks) > 1 else ranks[0]
-            print(f"| {d} | {b:g} | {default_n_features(d)} | {tol:g} | {rank} | {big:.2f} "
-                  f"| {small:.2f} |", flush=True)
-
-
 def _suite(models, seeds, tolerances) -> None:
-    from .suite.variants import compare_variants
+    from ..suite.variants import compare_variants
 
     compare_variants(models, seeds, {f"tol {t:g}": (lambda t=t: FastKameleonStep(
         trace_tolerance=t)) for t in tolerances})
@@ -216,14 +155,13 @@ def _suite(models, seeds, tolerances) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("spectrum", "mehler", "distortion", "suite"),
+    parser.add_argument("--part", choices=("spectrum", "mehler", "suite"),
                         required=True)
     parser.add_argument("--dims", default="2,8,10,32,100")
     parser.add_argument("--models", default="eight-schools-nc,logistic,poisson,scales,"
                                             "banana-moderate,banana-strong")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--tolerances", default=None,
-                        help="default: 0,0.001,0.01,0.03,0.1 (distortion), 0,0.03,0.1 (suite)")
+    parser.add_argument("--tolerances", default="0,0.03,0.1")
     args = parser.parse_args(argv)
     if args.part == "spectrum":
         _spectrum([int(d) for d in args.dims.split(",")])
@@ -231,12 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "mehler":
         _mehler([int(d) for d in args.dims.split(",")])
         return
-    default = "0,0.001,0.01,0.03,0.1" if args.part == "distortion" else "0,0.03,0.1"
-    tolerances = [float(t) for t in (args.tolerances or default).split(",")]
-    if args.part == "distortion":
-        _distortion([(2, 0.1), (8, 0.1), (10, 0.1), (32, 0.03)], tolerances)
-    else:
-        _suite(args.models.split(","), [int(s) for s in args.seeds.split(",")], tolerances)
+    tolerances = [float(t) for t in args.tolerances.split(",")]
+    _suite(args.models.split(","), [int(s) for s in args.seeds.split(",")], tolerances)
 
 
 if __name__ == "__main__":

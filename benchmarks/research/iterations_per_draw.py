@@ -2,10 +2,10 @@
 
 Usage::
 
-    python -m benchmarks.iterations_per_draw [--steps kamh,fkamh,rw]
+    python -m benchmarks.research.iterations_per_draw [--steps kamh,fkamh,rw]
         [--models truncated,censored,robust,mixture,dirichlet] [--seeds 1,2,3]
-    python -m benchmarks.iterations_per_draw --part cost [--model truncated] [--step kamh]
-    python -m benchmarks.iterations_per_draw --part tradeoff [--models eight-schools-nc]
+    python -m benchmarks.research.iterations_per_draw --part cost [--model truncated] [--step kamh]
+    python -m benchmarks.research.iterations_per_draw --part tradeoff [--models eight-schools-nc]
         [--steps kamh,fkamh] [--counts 4,6,8] [--seeds 1,2,3]
 
 * ``suite`` (default): every step in ``--steps`` with ``pm.sample``'s defaults on suite
@@ -32,8 +32,8 @@ import argparse
 
 import numpy as np
 
-from .common import STEP_CLASSES as STEPS
-from .common import model_dim, quiet_pymc
+from ..common import STEP_CLASSES as STEPS
+from ..common import model_dim, quiet_pymc
 
 __all__ = ["main"]
 
@@ -47,8 +47,8 @@ def _cost(model_name: str, step: str, counts=(1, 2, 5, 10, 20), repeats: int = 3
           tune: int = 1000, draws: int = 1000) -> tuple[float, float]:
     """Print the seconds per chain at each count; return the cost per draw and per
     iteration (seconds) fitted to them."""
-    from .cost_per_step import time_sample
-    from .suite.models import MODELS
+    from ..cost_per_step import time_sample
+    from ..suite.models import MODELS
 
     quiet_pymc()
     model, cls = MODELS[model_name].factory(), STEPS[step]
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.part == "cost":
         _cost(args.model, args.step)
         return
-    from .suite.variants import compare_variants
+    from ..suite.variants import compare_variants
 
     models, seeds = args.models.split(","), [int(s) for s in args.seeds.split(",")]
     if args.part == "tradeoff":

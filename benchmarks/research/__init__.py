@@ -1,0 +1,19 @@
+"""One-off research scripts: each probed one question, and its answer is a paragraph on a
+page of ``docs/benchmarks/``, which gives its command (``python -m benchmarks.research.X``).
+
+They are kept so that the measurements can be rerun, but they are no part of the benchmark
+suite and have no tests: a script may stop running as the package changes; its page names
+the date and, where it matters, the commit of its run.
+
+* :mod:`~benchmarks.research.fkamh_features`, :mod:`~benchmarks.research.n_features`,
+  :mod:`~benchmarks.research.fkamh_rank`: F-KAMH's random features and their truncation;
+* :mod:`~benchmarks.research.kamh_gamma`: KAMH's ``gamma`` trials on curved posteriors;
+* :mod:`~benchmarks.research.iterations_per_draw`: MH iterations per draw;
+* :mod:`~benchmarks.research.known_covariance`, :mod:`~benchmarks.research.rw_ceiling`,
+  :mod:`~benchmarks.research.local_scale`: what the warm-up's map and scale leave on the
+  table;
+* :mod:`~benchmarks.research.gp_ceiling`: oracle moves on the non-centred latent GP;
+* :mod:`~benchmarks.research.khmc_jumps`, :mod:`~benchmarks.research.khmc_tempered`,
+  :mod:`~benchmarks.research.surrogate_screen`, :mod:`~benchmarks.research.screen_suite`:
+  kernel HMC's jumps, a tempered surrogate and the surrogate screen.
+"""
