@@ -15,7 +15,6 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import run_stages
 from pytensor.compile.ops import as_op
 
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential

@@ -75,6 +75,9 @@ class LaplaceStart:
     mismatch: float = float("nan")  # sd of the log importance weights of the Gaussian
     start: int = 0  # the start the mode was found from (0: x0, k: starts[k - 1])
     log_mass: float = float("nan")  # log of the mass near the mode (see laplace_start)
+    # the inverse Hessian at the mode also where it does not describe the target (a
+    # mismatch, too little mass): an emulator's mean function still starts from it
+    hessian_cov: np.ndarray | None = None
 
 
 def finite_difference_hessian(
@@ -399,7 +402,8 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: f
     log_mass = half_logdet + max(-f_mode, float(logsumexp(w) - np.log(w.size)))
     res = LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, mismatch=mismatch,
                        log_mass=log_mass,
-                       cov=cov if mismatch <= _MISMATCH * np.sqrt(mode.size) else None)
+                       cov=cov if mismatch <= _MISMATCH * np.sqrt(mode.size) else None,
+                       hessian_cov=cov)
     if _massless(log_mass, log_evidence):
         res.cov = None
         res.degenerate = (f"the Gaussian at the mode holds about e^{log_mass - log_evidence:.0f} "

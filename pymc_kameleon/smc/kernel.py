@@ -18,6 +18,7 @@ from pymc.model import modelcontext
 from pymc.pytensorf import floatX
 
 from ..adaptation.robbins_monro import log_scale_step
+from ..emulator import EmulatorSettings
 from ..parallel import BatchEvaluator, dumps
 from ..particles.mutation import Mutation, StageResult
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
@@ -25,6 +26,7 @@ from ..particles.recycling import RecycledPool, recycle
 from ..particles.rules import StageRules
 from ..pseudo_marginal import reseed_estimators
 from ..run_settings import RunSettings
+from .emulated import EMULATOR_STATS, EmulatorMode
 from .evaluation import Evaluations, vectorised_logp
 from .options import SMCOptions
 from .prior import (
@@ -100,6 +102,10 @@ class KameleonSMC(SeamedSMCKernel):
         last stage, and return this many draws resampled from the importance sample.
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
+    emulator : bool or EmulatorSettings, default False
+        Let an emulator of the log density choose where to evaluate, and the true
+        evaluations decide the answer by importance sampling (``docs/emulator.md``); falls
+        back to the stages, with a warning, where it does not pay.
     rules : StageRules, optional
         When a stage's moves end (default: from the settings above;
         :mod:`pymc_kameleon.particles.rules`).
@@ -125,7 +131,7 @@ class KameleonSMC(SeamedSMCKernel):
 
     def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
                  rules: StageRules | None = None, move: MixtureMove | None = None,
-                 callback=None, **kwargs):
+                 callback=None, emulator: bool | EmulatorSettings = False, **kwargs):
         check_proper_priors(kwargs.get("model"))
         self.options = options = SMCOptions.pop_from(kwargs)
         super().__init__(*args, **kwargs)
@@ -142,6 +148,9 @@ class KameleonSMC(SeamedSMCKernel):
         self._batched = (vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
                          if vectorize else None)
         self.evaluations: Evaluations | None = None  # the chain's, from its start on
+        self.emulator = EmulatorSettings() if emulator is True else (emulator or None)
+        if self.emulator is not None:
+            self.stats_dtypes_shapes = {**STATS, **EMULATOR_STATS}
         self._new_chain()
 
     @property
@@ -152,6 +161,8 @@ class KameleonSMC(SeamedSMCKernel):
     def _new_chain(self) -> None:
         self.log_nu, self.proposal, self.stage = 0.0, None, None
         self.pool = None if self.options.recycle is None else RecycledPool()
+        self.emulated: EmulatorMode | None = None
+        self._emulator_stats: dict = {}  # the stats of a run that fell back
         self.recycled_ess = self.log_evidence_recycled = np.nan
 
     # ------------------------------------------------------------------ PyMC hooks
@@ -172,6 +183,8 @@ class KameleonSMC(SeamedSMCKernel):
         evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
                                    self.executor, batched=self._batched)
         self.evaluations = Evaluations(evaluator, self.options.max_evals)
+        if self.emulator is not None:  # the emulator evaluates where it chooses
+            return np.array([float(self.prior_logp_func(x)) for x in X]), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
 
     def setup_kernel(self) -> None:
@@ -185,10 +198,15 @@ class KameleonSMC(SeamedSMCKernel):
         self.prior_logp, self.likelihood_logp = self.evaluations.reject_nan(
             self.tempered_posterior, np.atleast_1d(self.prior_logp),
             np.atleast_1d(self.likelihood_logp), self.beta, "prior draws")
+        if self.emulator is not None:
+            self.emulated = EmulatorMode(self, self.emulator)
 
     def update_beta_and_weights(self) -> None:
         """PyMC's next temperature; once the evaluation budget cannot pay for another stage,
         straight to ``beta = 1`` by importance weights, with a warning."""
+        if self.emulated is not None:  # the emulator's round sets beta
+            self.iteration += 1
+            return None
         if self.evaluations.left() >= self.draws:
             return super().update_beta_and_weights()
         self.iteration += 1
@@ -196,6 +214,22 @@ class KameleonSMC(SeamedSMCKernel):
                                                                          self.beta)
         self.log_marginal_likelihood += increment
         self.beta = 1.0
+
+    def step(self) -> dict:
+        """One stage: PyMC's (resample, tune, mutate), or one round of the emulator."""
+        mode = self.emulated
+        if mode is None:
+            return {**super().step(), **self._emulator_stats}
+        if mode.round():
+            return {**stage_stats(self), **mode.stats()}
+        # fallen back: the stages on the true density, from fresh prior draws
+        self.emulated, self._emulator_stats = None, mode.stats()
+        self.tempered_posterior = floatX(mode.prior_draws(self.draws))
+        self.prior_logp, self.likelihood_logp = self.evaluations(self.tempered_posterior,
+                                                                 self.rng, 0.0)
+        self.beta = 0.0
+        super().update_beta_and_weights()
+        return {**super().step(), **self._emulator_stats}
 
     def tune(self) -> None:
         """The stage's proposal, after adapting ``log nu`` to the last stage's acceptance."""

@@ -23,16 +23,21 @@ STATS: dict[str, tuple[type, list]] = {
 def stage_stats(kernel) -> dict:
     """The stats of the stage just ended (the first stage's evaluations count the prior
     draws too)."""
-    stage, proposal = kernel.stage, kernel.proposal
+    stage, proposal = kernel.stage, kernel.proposal  # None in the emulator's rounds
     n_evals, n_nan = kernel.evaluations.stage_counts()
-    acc, acc_local, acc_ind = stage.acceptance()
+    acc, acc_local, acc_ind = (np.nan,) * 3 if stage is None else stage.acceptance()
+
+    def of(obj, name):
+        return np.nan if obj is None else getattr(obj, name)
+
     return {
         "log_marginal_likelihood": (kernel.log_marginal_likelihood if kernel.beta == 1
                                     else np.nan),
-        "beta": kernel.beta, "accept_rate": acc, "n_steps": stage.n_steps,
-        "nu2": proposal.nu2, "bandwidth": proposal.bandwidth, "accept_local": acc_local,
-        "accept_independent": acc_ind, "n_nan": n_nan, "refreshed": stage.refreshed,
-        "n_evals": n_evals, "unique": stage.unique, "drift": stage.drift,
+        "beta": kernel.beta, "accept_rate": acc, "n_steps": kernel.n_steps,
+        "nu2": of(proposal, "nu2"), "bandwidth": of(proposal, "bandwidth"),
+        "accept_local": acc_local, "accept_independent": acc_ind, "n_nan": n_nan,
+        "refreshed": of(stage, "refreshed"), "n_evals": n_evals,
+        "unique": of(stage, "unique"), "drift": of(stage, "drift"),
         "recycled_ess": kernel.recycled_ess,
         "log_evidence_recycled": kernel.log_evidence_recycled,
     }

@@ -1,0 +1,56 @@
+"""Where the emulator asks for true evaluations: the first design and the batches after it.
+
+The first design puts most points around the modes the search found (draws of their
+Laplace Gaussians, widened) and some prior draws, so that regions away from the modes are
+seen.  Each later batch takes, among draws of the emulator's posterior, the points where
+the emulator is both probable and uncertain: the score ``log sd(x) + (s(x) - max s) / 2``
+(a moderated-variance rule, as VBMC's), one point after the other, each conditioning the
+process's variance on the points already chosen (a variance needs no value), so that one
+batch does not pile up in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .surrogate import LogDensityEmulator, Mode
+
+__all__ = ["batch", "initial_design"]
+
+
+def initial_design(modes: list[Mode], prior_draws: Callable[[int], np.ndarray], size: int,
+                   rng: np.random.Generator, prior_share: float = 0.2,
+                   widen: float = 1.5) -> np.ndarray:
+    """``size`` points: a ``prior_share`` of prior draws, the rest around the modes."""
+    n_prior = int(round(prior_share * size))
+    per_mode = np.full(len(modes), (size - n_prior) // len(modes))
+    per_mode[: (size - n_prior) % len(modes)] += 1
+    parts = [prior_draws(n_prior)] if n_prior else []
+    for mode, n in zip(modes, per_mode, strict=True):
+        w = mode.whitening
+        parts.append(w.rows_to_x(widen * rng.standard_normal((int(n), len(mode.mean)))))
+    return np.concatenate(parts)
+
+
+def batch(emulator: LogDensityEmulator, candidates: np.ndarray, size: int) -> np.ndarray:
+    """``size`` distinct rows of ``candidates`` with the highest moderated variance, each
+    chosen given those before it."""
+    candidates = np.unique(candidates, axis=0)
+    gp = emulator.gp
+    Z = emulator.whitening.rows_to_u(candidates)
+    mean, sd = gp.predict(Z)
+    var = sd**2
+    picked: list[int] = []
+    cross = np.zeros((len(Z), 0))  # conditional covariances with the picked points
+    for _ in range(min(size, len(Z))):
+        score = 0.5 * np.log(np.maximum(var, 1e-300)) + 0.5 * (mean - np.max(mean))
+        score[picked] = -np.inf
+        j = int(np.argmax(score))
+        picked.append(j)
+        c = gp.posterior_cov(Z, Z[j:j + 1])[:, 0] - cross @ cross[j]
+        c = c / np.sqrt(max(var[j], 1e-300))
+        var = np.maximum(var - c**2, 0.0)
+        cross = np.column_stack([cross, c])
+    return candidates[picked]

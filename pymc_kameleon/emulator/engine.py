@@ -1,0 +1,252 @@
+"""The emulator's run, round by round: search, design, correction, or a fallback.
+
+:class:`EmulatorRun` needs only batch functions (free of PyMC): the prior's log density
+(free), the true log density's prior and likelihood terms (each call one batch of true
+evaluations), and prior draws.  Each call of :meth:`EmulatorRun.step` is one round, with at
+most one batch of true evaluations apart from the mode search:
+
+1. *start*: prior draws and the multi-start Laplace search for the mode
+   (:func:`~pymc_kameleon.adaptation.laplace.laplace_start`), then the first design;
+2. *design*: fit the emulator, sample its posterior by tempered SMC from the prior (free),
+   evaluate a batch where the emulator is probable and uncertain; until the emulator's
+   posterior moves less than ``settle`` sds between rounds;
+3. *correction*: adaptive importance-sampling rounds on the true density
+   (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and Kish's ESS
+   reaches the draws asked for, within the budget.
+
+It falls back (``phase == "fallback"``, with the reason) where the emulator does not pay:
+above ``max_dim`` dimensions, without a usable mode, or when the correction's weights stay
+unreliable.  ``docs/emulator.md`` has the algorithm and its exactness argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..adaptation.laplace import laplace_start
+from ..particles.recycling import RecycledPool
+from ..particles.tempering import FreeEvaluations, temper
+from .correction import Correction
+from .design import batch, initial_design
+from .surrogate import LogDensityEmulator, Mode
+
+__all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
+
+
+@dataclass(frozen=True)
+class EmulatorSettings:
+    """How the emulator mode runs (``None``: a default from the dimension ``d``).
+
+    Parameters
+    ----------
+    n_initial : int, optional
+        Points of the first design (``10 d``).
+    batch : int, optional
+        Points of each design round (``3 d``).
+    min_rounds, max_rounds : int
+        Fewest and most design rounds.
+    settle : float
+        The design ends once the emulator posterior's means and sds moved less than this
+        many sds in two rounds running.
+    correction_rounds : int
+        Importance-sampling rounds planned.
+    correction_size : int, optional
+        True evaluations of the planned rounds (default ``1.5`` times the draws).
+    max_extra_rounds : int
+        Rounds added while k-hat or Kish's ESS fall short.
+    max_khat, min_ess : float
+        Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
+        draws, after the extra rounds: the run falls back.
+    max_dim : int
+        Above this dimension the run falls back at once (the emulator does not pay).
+    window : float
+        Points more than this many nats below the best are not fitted.
+    laplace_starts : int
+        Dispersed starts of the mode search.
+    widen, defensive_weight, defensive_df, defensive_scale : float
+        The correction's proposal: mixture covariances widened by ``widen`` (sd factor),
+        a Student-t with ``defensive_df`` degrees of freedom and scale
+        ``defensive_scale`` (sd factor) taking ``defensive_weight`` of the mass.
+    gamma, n_subsample, independent_weight, n_clusters, global_weight, em_iters
+        The mixture moves of the tempering on the emulator and the mixture fits
+        (:class:`~pymc_kameleon.particles.proposal.StageProposal`).
+    """
+
+    n_initial: int | None = None
+    batch: int | None = None
+    min_rounds: int = 3
+    max_rounds: int = 15
+    settle: float = 0.05
+    correction_rounds: int = 6
+    correction_size: int | None = None
+    max_extra_rounds: int = 4
+    max_khat: float = 0.7
+    min_ess: float = 0.5
+    max_dim: int = 12
+    window: float = 40.0
+    laplace_starts: int = 2
+    widen: float = 1.2
+    defensive_weight: float = 0.2
+    defensive_df: float = 5.0
+    defensive_scale: float = 2.0
+    gamma: float = 0.1
+    n_subsample: int = 500
+    independent_weight: float = 0.8
+    n_clusters: int = 4
+    global_weight: float = 0.1
+    em_iters: int = 30
+
+
+@dataclass
+class EmulatorProblem:
+    """What the run evaluates: ``log_prior(X)`` (free), ``evaluate(X)`` the prior and
+    likelihood terms of a batch of true evaluations, ``prior_draws(n)``, the dimension."""
+
+    log_prior: Callable[[np.ndarray], np.ndarray]
+    evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    prior_draws: Callable[[int], np.ndarray]
+    dim: int
+
+
+@dataclass
+class EmulatorRun:
+    """One emulator run (see the module's description); call :meth:`step` until
+    :attr:`phase` is ``"done"`` or ``"fallback"``."""
+
+    problem: EmulatorProblem
+    settings: EmulatorSettings
+    draws: int
+    rng: np.random.Generator
+    phase: str = "start"
+    reason: str = ""  # why the run fell back
+    rounds: int = 0
+    X: list = field(default_factory=list)  # every truly evaluated point, with its terms
+    prior: list = field(default_factory=list)
+    lik: list = field(default_factory=list)
+    emulator: LogDensityEmulator | None = None
+    posterior: np.ndarray | None = None  # draws of the emulator's posterior
+    correction: Correction = field(default_factory=lambda: Correction(RecycledPool()))
+    summary: tuple = (np.nan, np.nan, np.nan)  # Kish's ESS, k-hat, log evidence
+    moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
+    planned: int = 0  # correction rounds left before the weights are judged
+    per_round: int = 0  # true evaluations of a correction round
+    extra: int = 0  # correction rounds added
+    # the tempering on the emulator starts every round from the same prior draws with the
+    # same random numbers, so that its posterior moves between rounds with the emulator,
+    # not with Monte Carlo noise (the design's stopping rule compares them)
+    start: np.ndarray | None = None
+    seed: int = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _n(self, value: int | None, per_dim: int) -> int:
+        return int(value) if value is not None else per_dim * self.problem.dim
+
+    def _terms(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The prior and likelihood terms of one batch of true evaluations."""
+        prior, lik = self.problem.evaluate(X)
+        return np.atleast_1d(np.asarray(prior, float)), np.atleast_1d(np.asarray(lik, float))
+
+    def _evaluate(self, X: np.ndarray) -> None:
+        prior, lik = self._terms(X)
+        self.X.append(np.asarray(X, dtype=float))
+        self.prior.append(prior)
+        self.lik.append(lik)
+
+    def points(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every design point and its true log density."""
+        return np.concatenate(self.X), np.concatenate(self.prior) + np.concatenate(self.lik)
+
+    def _fit(self) -> None:
+        X, logp = self.points()
+        old = None if self.posterior is None else self.emulator(self.posterior)
+        self.emulator.fit(X, logp, self.rng)
+        if old is not None:  # the last posterior's draws reweighted to the new emulator
+            self.moved = (self.moved[1], _moved(self.posterior,
+                                                self.emulator(self.posterior) - old))
+        emulated = FreeEvaluations(self.problem.log_prior,
+                                   lambda Y: self.emulator(Y) - self.problem.log_prior(Y))
+        if self.start is None:
+            self.start, self.seed = self.problem.prior_draws(self.draws), int(
+                self.rng.integers(2**63))
+        self.posterior = temper(self.start, emulated, np.random.default_rng(self.seed),
+                                self.settings)
+
+    def _fall_back(self, reason: str) -> None:
+        self.phase, self.reason = "fallback", reason
+
+    # ------------------------------------------------------------------ rounds
+    def step(self) -> None:
+        """One round."""
+        self.rounds += 1
+        getattr(self, f"_{self.phase}")()
+
+    def _start(self) -> None:
+        d, s = self.problem.dim, self.settings
+        if d > s.max_dim:
+            return self._fall_back(f"dimension {d} > max_dim={s.max_dim}")
+        n0 = max(self._n(s.n_initial, 10) // 5, 2)
+        self._evaluate(self.problem.prior_draws(n0))
+        X, logp = self.points()
+        order = np.argsort(-np.where(np.isfinite(logp), logp, -np.inf))
+        if not np.isfinite(logp[order[0]]):
+            return self._fall_back("no prior draw has a finite log density")
+        def logp_one(x: np.ndarray) -> float:  # the search's points are not fitted: they
+            prior, lik = self._terms(x[None, :])  # crowd the mode
+            return float(prior[0] + lik[0])
+
+        starts = [X[i] for i in order[1:1 + s.laplace_starts] if np.isfinite(logp[i])]
+        res = laplace_start(logp_one, X[order[0]], 50 * (d + 1), starts=starts)
+        cov = res.cov if res.cov is not None else res.hessian_cov
+        if cov is None:  # a Gaussian that does not describe the target still serves as
+            return self._fall_back("the mode search found no usable mode")  # a mean
+        mode = Mode(np.asarray(res.mode, dtype=float), np.asarray(cov, dtype=float),
+                    float(res.logp))
+        self.emulator = LogDensityEmulator([mode], s.window)
+        self._evaluate(initial_design([mode], self.problem.prior_draws,
+                                      self._n(s.n_initial, 10), self.rng))
+        self._fit()
+        self.phase = "design"
+
+    def _design(self) -> None:
+        s = self.settings
+        self._evaluate(batch(self.emulator, self.posterior, self._n(s.batch, 3)))
+        self._fit()
+        settled = max(self.moved) < s.settle and self.rounds > s.min_rounds
+        if settled or self.rounds > s.max_rounds:
+            self.phase = "correction"
+            self.planned = s.correction_rounds
+            self.per_round = max(1, int(np.ceil(
+                (s.correction_size or 1.5 * self.draws) / s.correction_rounds)))
+
+    def _correction(self) -> None:
+        s = self.settings
+        done = self.correction.pool.size
+        fit_to = (self.posterior if done == 0
+                  else self.correction.resampled(self.draws, self.rng))
+        self.correction.round(fit_to, self.per_round, self._terms, self.rng, s)
+        self.planned -= 1
+        if self.planned > 0:
+            return
+        self.summary = kish, khat, _ = self.correction.summary()
+        if khat <= s.max_khat and kish >= s.min_ess * self.draws:
+            self.phase = "done"
+        elif self.extra < s.max_extra_rounds:
+            self.planned, self.extra = 1, self.extra + 1
+        else:
+            self._fall_back(f"the importance weights stay unreliable (Pareto k-hat "
+                            f"{khat:.2f}, Kish ESS {kish:.0f} of {self.draws} draws)")
+
+
+def _moved(X: np.ndarray, log_ratio: np.ndarray) -> float:
+    """The largest change of a mean or sd, in sds, when draws ``X`` of one emulator's
+    posterior are reweighted to another's (``log_ratio``: the log ratio of the two
+    emulators at them): a change of the emulator, free of the samples' Monte Carlo noise."""
+    w = np.exp(log_ratio - np.max(log_ratio))
+    w /= w.sum()
+    mean, sd = X.mean(0), np.maximum(X.std(0), 1e-300)
+    new_mean = w @ X
+    new_sd = np.sqrt(w @ (X - new_mean) ** 2)
+    return float(max(np.max(np.abs(new_mean - mean) / sd), np.max(np.abs(new_sd - sd) / sd)))

@@ -1,0 +1,88 @@
+"""The emulator: a Gaussian-process regression of the log density around its modes.
+
+``log p(x) = q(x) + c + f(z)``: ``q`` the Laplace quadratic of the modes the search found
+(the largest of their quadratics), so that the emulator falls off away from the design;
+``f`` a Gaussian process with per-coordinate lengths (:class:`~pymc_kameleon.math.gp.
+GaussianProcess`) in the coordinates ``z`` whitened by the best mode's covariance.  Only
+points within ``window`` nats of the best are fitted (far tails distort the fit, and the
+sampler never goes there); non-finite values are left out.  ``docs/emulator.md`` explains
+the design.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ..math.gp import GaussianProcess
+from ..math.whitening import AffineMap
+
+__all__ = ["LogDensityEmulator", "Mode"]
+
+
+@dataclass
+class Mode:
+    """A mode of the log density: its location, the Laplace covariance and its value."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+    logp: float
+
+    @property
+    def whitening(self) -> AffineMap:
+        return AffineMap.from_cov(self.mean, self.cov)
+
+
+class LogDensityEmulator:
+    """A regression of the log density on the evaluated points.
+
+    Parameters
+    ----------
+    modes : list of Mode
+        The modes found (the first is the best); their quadratics are the mean function.
+    window : float
+        Points more than this far below the best value are not fitted.
+    """
+
+    def __init__(self, modes: list[Mode], window: float = 40.0):
+        self.modes = list(modes)
+        self.window = float(window)
+        self.whitening = self.modes[0].whitening
+        self._maps = [m.whitening for m in self.modes]
+        self.gp: GaussianProcess | None = None
+
+    def quadratic(self, Z: np.ndarray) -> np.ndarray:
+        """The modes' Laplace quadratics at whitened rows ``Z`` (their largest, smoothly)."""
+        X = self.whitening.rows_to_x(Z)
+        terms = [m.logp - 0.5 * np.sum(w.rows_to_u(X) ** 2, axis=1)
+                 for m, w in zip(self.modes, self._maps, strict=True)]
+        return logsumexp(np.stack(terms), axis=0)
+
+    def fit(self, X: np.ndarray, logp: np.ndarray,
+            rng: np.random.Generator) -> LogDensityEmulator:
+        """Fit to the points ``X`` (rows) and their log densities."""
+        keep = np.isfinite(logp)
+        keep &= logp >= np.max(logp[keep]) - self.window
+        self.gp = GaussianProcess.fit(self.whitening.rows_to_u(X[keep]), logp[keep],
+                                      mean_function=self.quadratic, rng=rng, start=self.gp)
+        return self
+
+    @property
+    def n_points(self) -> int:
+        return 0 if self.gp is None else len(self.gp.X)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The emulated log density and its predictive sd at rows ``X``."""
+        return self.gp.predict(self.whitening.rows_to_u(np.asarray(X, dtype=float)))
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.predict(X)[0]
+
+    def held_out_error(self) -> float:
+        """Root mean squared leave-one-out error of the fitted points within ``d`` nats of
+        the best (where the posterior's mass lies), in nats."""
+        y = self.gp.y
+        top = y >= np.max(y) - self.gp.X.shape[1]
+        return float(np.sqrt(np.mean(self.gp.loo_residuals()[top] ** 2)))

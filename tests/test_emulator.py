@@ -1,0 +1,190 @@
+"""The emulator: its regression, its design, and an exact answer whatever the emulator.
+
+Unit tests check the Gaussian process against direct computations; the statistical tests
+run the emulator's rounds (free of PyMC) on targets with known moments, with a correct and
+with a deliberately wrong emulator: true evaluations decide the answer, so the wrong
+emulator costs efficiency, not correctness, while a correction that trusts the emulator
+fails (the test of the test).  Then ``pm.sample_smc(kernel=KameleonSMC, emulator=True)``
+end to end, its stats and its fallback.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from checks import per_chain
+from scipy import stats
+from scipy.optimize import check_grad
+
+from pymc_kameleon import KameleonSMC
+from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
+from pymc_kameleon.emulator.design import batch
+from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode
+from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
+
+
+# ----------------------------------------------------------------------------- the GP
+def test_marginal_likelihood_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    r = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2
+    r = r - r.mean()
+    diffs = (X[:, None, :] - X[None, :, :]).transpose(2, 0, 1) ** 2
+    for theta in (np.array([0.1, -0.2, 0.5, 0.0, -3.0]), np.array([1.0, 0.3, -0.5, 0.4, -1])):
+        err = check_grad(lambda t: _neg_log_ml(t, X, r, diffs)[0],
+                         lambda t: _neg_log_ml(t, X, r, diffs)[1], theta)
+        assert err < 1e-4 * (1 + np.linalg.norm(_neg_log_ml(theta, X, r, diffs)[1]))
+
+
+@pytest.fixture(scope="module")
+def gp():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(50, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.01 * rng.normal(size=50)
+    return GaussianProcess.fit(X, y, mean_function=lambda Z: -0.1 * np.sum(Z**2, 1), rng=rng)
+
+
+def _kernel(gp, A, B):
+    d2 = (((A[:, None, :] - B[None, :, :]) / gp.lengths) ** 2).sum(-1)
+    return gp.signal**2 * np.exp(-0.5 * d2)
+
+
+def test_prediction_and_leave_one_out_match_direct_formulas(gp):
+    """Mean and sd from the textbook formulas; each leave-one-out residual from a fit
+    without that point (same hyperparameters)."""
+    X, y = gp.X, gp.y
+    m = -0.1 * np.sum(X**2, 1) + gp.offset
+    K = _kernel(gp, X, X) + gp.noise**2 * np.eye(len(X))
+    T = np.random.default_rng(3).normal(size=(7, 2))
+    Ks = _kernel(gp, T, X)
+    mean = -0.1 * np.sum(T**2, 1) + gp.offset + Ks @ np.linalg.solve(K, y - m)
+    var = gp.signal**2 - np.einsum("ij,ji->i", Ks, np.linalg.solve(K, Ks.T))
+    got_mean, got_sd = gp.predict(T)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(got_sd, np.sqrt(np.maximum(var, 0)), rtol=1e-6, atol=1e-8)
+    loo = gp.loo_residuals()
+    for i in (0, 17, 49):
+        keep = np.arange(len(X)) != i
+        pred = m[i] + K[i, keep] @ np.linalg.solve(K[np.ix_(keep, keep)], (y - m)[keep])
+        assert loo[i] == pytest.approx(y[i] - pred, rel=1e-6, abs=1e-9)
+
+
+def test_batch_spreads_over_probable_uncertain_points(gp):
+    """A batch never repeats a point, and each choice lowers the variance near it: the
+    points of a batch are further apart than the best candidates' neighbours."""
+    emulator = LogDensityEmulator([Mode(np.zeros(2), np.eye(2), 0.0)])
+    emulator.gp = gp
+    cand = np.random.default_rng(4).normal(size=(400, 2))
+    picked = batch(emulator, cand, 6)
+    assert len(np.unique(picked, axis=0)) == 6
+    gaps = np.linalg.norm(picked[:, None] - picked[None], axis=-1)[np.triu_indices(6, 1)]
+    assert gaps.min() > 0.05
+
+
+# ----------------------------------------------------------------------------- exactness
+#: A correlated 2-d Gaussian likelihood under a broad prior: the posterior is Gaussian
+#: with the moments below (prior N(0, 10^2 I)).
+MEAN = np.array([1.0, -0.5])
+COV = np.array([[1.0, 0.8], [0.8, 1.0]])
+_P = np.linalg.inv(COV) + np.eye(2) / 100.0
+POST_COV = np.linalg.inv(_P)
+POST_MEAN = POST_COV @ np.linalg.solve(COV, MEAN)
+
+
+def _problem(rng) -> EmulatorProblem:
+    prior = stats.multivariate_normal(np.zeros(2), 100 * np.eye(2))
+    lik = stats.multivariate_normal(MEAN, COV)
+    return EmulatorProblem(prior.logpdf, lambda X: (prior.logpdf(X), lik.logpdf(X)),
+                           lambda n: rng.normal(0, 10, size=(n, 2)), 2)
+
+
+class _Flattened(LogDensityEmulator):
+    """Deliberately wrong: the emulated log density, half as steep and shifted by an sd."""
+
+    def predict(self, X):
+        mean, sd = super().predict(np.asarray(X) + np.array([1.0, 0.0]))
+        return 0.5 * mean, sd
+
+
+def _run(seed: int, wrong: bool, trust: bool) -> bool:
+    rng = np.random.default_rng(seed)
+    run = EmulatorRun(_problem(rng), EmulatorSettings(correction_size=600), 400, rng)
+    while run.phase == "start":
+        run.step()
+        if wrong and run.emulator is not None:
+            run.emulator.__class__ = _Flattened
+    while run.phase not in ("done", "fallback"):
+        run.step()
+    assert run.phase == "done", run.reason
+    if trust:  # the broken variant: the emulator's posterior as the answer
+        X, w = run.posterior, np.full(len(run.posterior), 1.0 / len(run.posterior))
+    else:
+        X, _, _, log_w = run.correction.weighted()
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+    mean = w @ X
+    sd = np.sqrt(w @ (X - mean) ** 2)
+    post_sd = np.sqrt(np.diag(POST_COV))
+    return bool(np.all(np.abs(mean - POST_MEAN) < 0.1 * post_sd)
+                and np.all(np.abs(sd / post_sd - 1) < 0.1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("wrong", "trust"), [(False, False), (True, False), (True, True)])
+def test_correction_is_exact_whatever_the_emulator(wrong, trust):
+    """Four independent runs, at least three within 0.1 sd (means) and 10 % (sds) of the
+    exact posterior, with the correct and with a deliberately wrong emulator; trusting the
+    wrong emulator's posterior must fail (at most one run passes)."""
+    ok = [_run(seed, wrong, trust) for seed in (11, 12, 13, 14)]
+    assert (sum(ok) >= 3) != trust, ok
+
+
+# ----------------------------------------------------------------------------- PyMC
+@pytest.fixture(scope="module")
+def gauss_model():
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 10.0, shape=2)
+        pm.MvNormal("y", x, cov=COV, observed=MEAN)
+    return model
+
+
+def _stat(idata, name):
+    return per_chain(group_dataset(idata, "sample_stats")[name].values,
+                     group_dataset(idata, "posterior").sizes["chain"])[0]
+
+
+def test_emulator_mode_through_pm_sample_smc(gauss_model):
+    """One chain: the draws' moments near the exact posterior (loose: one run), the log
+    evidence within 0.1 nat, the rounds' stats and every evaluation counted."""
+    with gauss_model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=EmulatorSettings(
+            correction_size=600), chains=1, random_seed=5, progressbar=False,
+            compute_convergence_checks=False)
+    x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
+    post_sd = np.sqrt(np.diag(POST_COV))
+    assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * post_sd)
+    assert np.all(np.abs(x.std(0) / post_sd - 1) < 0.25)
+    phases = _stat(idata, "emulator_phase")
+    assert phases[-1] == 3 and set(phases[:-1]) <= {1, 2}
+    exact = (stats.multivariate_normal(np.zeros(2), 100 * np.eye(2) + COV).logpdf(MEAN))
+    assert _stat(idata, "log_marginal_likelihood")[-1] == pytest.approx(exact, abs=0.1)
+    ss = group_dataset(idata, "sample_stats")
+    assert ss.attrs["n_evals_total"] == _stat(idata, "n_evals").sum()
+    assert 600 <= ss.attrs["n_evals_total"] <= 1500
+    assert np.isfinite(_stat(idata, "pareto_k")[-1]) and _stat(idata, "kish_ess")[-1] > 100
+
+
+def test_emulator_falls_back_above_its_dimension(gauss_model):
+    """Above ``max_dim`` the run warns and samples by the stages on the true density."""
+    with gauss_model, pytest.warns(RuntimeWarning, match="falls back to the stages"):
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=EmulatorSettings(max_dim=1),
+                              chains=1, random_seed=6, progressbar=False,
+                              compute_convergence_checks=False)
+    assert np.all(_stat(idata, "emulator_phase") == 4)
+    x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
+    assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
