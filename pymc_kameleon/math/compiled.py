@@ -20,11 +20,6 @@ Without Numba (not installed, or ``PYMC_KAMELEON_NO_NUMBA=1`` in the environment
 :data:`~pymc_kameleon.math.jit.HAVE_NUMBA` is False) the names of this module *are* the
 references, so importing and sampling work everywhere; only the cost per iteration differs.
 The decorators and the compile cache are those of :mod:`pymc_kameleon.math.jit`.
-
-References
-----------
-- Lam, S. K., Pitrou, A., Seibert, S. (2015). Numba: a LLVM-based Python JIT compiler.
-  LLVM-HPC workshop.
 """
 
 from __future__ import annotations
