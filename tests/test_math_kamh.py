@@ -6,13 +6,22 @@ from scipy.spatial.distance import pdist
 from scipy.stats import multivariate_normal
 
 import pymc_kameleon.math.kernels as kernels_module
-from pymc_kameleon.math.kamh import kamh_covariance, kamh_gram, kamh_proposal
+from pymc_kameleon.math.kamh import (
+    kamh_covariance,
+    kamh_covariances,
+    kamh_gram,
+    kamh_gram_t,
+    kamh_grams,
+    kamh_proposal,
+    proposal_covariance,
+)
 from pymc_kameleon.math.kernels import (
     exact_median,
     gaussian_kernel,
     gaussian_kernel_grad,
     median_heuristic,
 )
+from pymc_kameleon.math.linalg import gaussian_factor
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +110,25 @@ def test_gram_equals_brute_force_centred_product(history):
                          for z in history])
     H = np.eye(n) - np.ones((n, n)) / n
     np.testing.assert_allclose(kamh_gram(y, history, s), M @ H @ M.T, rtol=1e-10, atol=1e-14)
+
+
+def test_one_covariance_formula_for_the_batched_and_compiled_grams(history):
+    """SMC's batched covariances and the steps' (the Gram of the compiled path, then the
+    factorisation's entries) are ``gamma^2 I + nu^2 G`` of the same ``G``."""
+    rng = np.random.default_rng(5)
+    Y, s, gamma, nu2 = rng.normal(size=(4, 3)), 1.3, 0.3, 0.7
+    covs = kamh_covariances(Y, history, s, gamma, nu2)
+    G = kamh_grams(Y, history, s)
+    expected = nu2 * G + gamma**2 * np.eye(3)
+    np.testing.assert_array_equal(covs, expected)
+    np.testing.assert_array_equal(proposal_covariance(G, gamma, nu2), expected)
+    Zt = np.ascontiguousarray(history.T)
+    for y, cov in zip(Y, covs, strict=True):
+        C = proposal_covariance(kamh_gram_t(y, Zt, s), gamma, nu2)
+        np.testing.assert_allclose(C, cov, rtol=1e-10, atol=1e-10 * np.abs(cov).max())
+        L, _, ok = gaussian_factor(kamh_gram(y, history, s), gamma**2, nu2)
+        assert ok
+        np.testing.assert_allclose(L @ L.T, cov, rtol=1e-10, atol=1e-12)
 
 
 def test_proposal_covariance_matches_generative_construction(history):

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..math.compiled import kamh_gram_t
-from ..math.kamh import natural_nu2_scale
+from ..math.kamh import kamh_gram_t, natural_nu2_scale
 from ..math.kernels import distinct_rows, median_heuristic
 from ..math.online import Reservoir, WeightedReservoir
 from ..validation import check_integral

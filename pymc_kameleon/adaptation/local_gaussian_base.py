@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..math.compiled import gaussian_factor, gaussian_logpdf
+from ..math.kamh import proposal_covariance
 from ..math.kernels import check_bandwidth
 from ..math.linalg import MultivariateNormal, safe_cholesky
 from .kernel import (
@@ -203,7 +204,8 @@ class LocalGaussianAdaptation(ABC):
     @staticmethod
     def factor(state: LocalGaussianAdaptState, gram: np.ndarray | None, scale: float,
                gamma: float) -> tuple[np.ndarray, float]:
-        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram``.
+        """Cholesky factor and ``half_logdet`` of ``gamma^2 I + scale * gram``
+        (:func:`~pymc_kameleon.math.kamh.proposal_covariance`).
 
         Compiled when Numba is available; a matrix the plain factorisation rejects goes to
         :func:`~pymc_kameleon.math.linalg.safe_cholesky` (jitter), which raises ``ValueError``
@@ -212,11 +214,9 @@ class LocalGaussianAdaptation(ABC):
         """
         if gram is None:  # the random walk N(y, gamma^2 I); scale may still be NaN
             gram, scale = state.zero_gram, 0.0
-        gamma2 = gamma**2
-        L, half_logdet, ok = gaussian_factor(gram, gamma2, scale)
+        L, half_logdet, ok = gaussian_factor(gram, gamma**2, scale)
         if not ok:
-            cov = gamma2 * np.eye(gram.shape[0]) + scale * gram
-            L, _ = safe_cholesky(cov)
+            L, _ = safe_cholesky(proposal_covariance(gram, gamma, scale))
             half_logdet = float(np.sum(np.log(np.abs(L.diagonal()))))
         return L, half_logdet
 

@@ -1,13 +1,13 @@
-"""Compiled (Numba) versions of the per-iteration numerics of the local-Gaussian samplers.
+"""Compiled (Numba) RFF, HMC and linear-algebra kernels of the samplers' iterations.
 
 Every function here has a pure NumPy reference elsewhere in :mod:`pymc_kameleon.math`, which
 stays the definition and the test oracle (``tests/test_compiled.py`` checks agreement to
-``1e-10``):
+``1e-10``).  The compiled KAMH Gram lives with its reference in :mod:`pymc_kameleon.math.kamh`
+(:func:`~pymc_kameleon.math.kamh.kamh_gram_t`).
 
 ==========================  ====================================================================
 compiled                    reference
 ==========================  ====================================================================
-:func:`kamh_gram_t`         :func:`pymc_kameleon.math.kamh.kamh_gram` (history transposed)
 :func:`rff_lowrank_gram_t`  :func:`pymc_kameleon.math.rff.lowrank_gram` (frequencies transposed)
 :func:`rff_full_gram`       :func:`pymc_kameleon.math.rff.full_gram`
 :func:`rff_leapfrog`        :func:`pymc_kameleon.math.hmc.leapfrog` with the KMC finite gradient
@@ -16,96 +16,33 @@ compiled                    reference
 :func:`gaussian_logpdf`     :meth:`pymc_kameleon.math.linalg.MultivariateNormal.logpdf`
 ==========================  ====================================================================
 
-Without Numba (not installed, or ``PYMC_KAMELEON_NO_NUMBA=1`` in the environment) the names
-of this module *are* the references, so importing and sampling work everywhere; only the
-cost per iteration differs.  Functions are compiled on first call and cached on disk
-(``cache=True``), so the compile time is paid once per machine, not per process.
-
-References
-----------
-- Lam, S. K., Pitrou, A., Seibert, S. (2015). Numba: a LLVM-based Python JIT compiler.
-  LLVM-HPC workshop.
+Without Numba (not installed, or ``PYMC_KAMELEON_NO_NUMBA=1`` in the environment:
+:data:`~pymc_kameleon.math.jit.HAVE_NUMBA` is False) the names of this module *are* the
+references, so importing and sampling work everywhere; only the cost per iteration differs.
+The decorators and the compile cache are those of :mod:`pymc_kameleon.math.jit`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from . import kamh as _kamh_ref
 from . import linalg as _linalg_ref
 from . import rff as _rff_ref
+from .jit import HAVE_NUMBA, jit, jit_reduce, row_gram
 
 __all__ = [
     "HAVE_NUMBA",
     "cholesky_update",
     "gaussian_factor",
     "gaussian_logpdf",
-    "kamh_gram_t",
     "rff_full_gram",
     "rff_leapfrog",
     "rff_lowrank_gram_t",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-try:  # pragma: no branch
-    if os.environ.get("PYMC_KAMELEON_NO_NUMBA"):
-        raise ImportError("disabled by PYMC_KAMELEON_NO_NUMBA")
-    from numba import njit as _njit
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
-    HAVE_NUMBA = False
-
-
-def _row_gram(A, scale):
-    """``scale * A A^T`` for ``A`` of shape ``(d, n)``, C-contiguous: the ``d (d + 1) / 2``
-    entries of the symmetric result as contiguous dot products of the rows of ``A``."""
-    d, n = A.shape
-    G = np.empty((d, d))
-    for j in range(d):
-        for k in range(j, d):
-            total = 0.0
-            for i in range(n):
-                total += A[j, i] * A[k, i]
-            G[j, k] = scale * total
-            G[k, j] = scale * total
-    return G
-
-
-def _kamh_gram_t(y, Zt, bandwidth):
-    """Kernel gradients, centring and ``4 Mc^T Mc`` (see :func:`kamh.kamh_gram`) on the
-    history stored as columns, ``Zt = Z.T`` (``(d, n)``, C-contiguous): every inner loop then
-    runs along a contiguous row of length ``n`` and vectorises, and the ``d (d + 1) / 2``
-    entries of the symmetric result are contiguous dot products of the rows of ``Mc^T``
-    (:func:`_row_gram`).
-    """
-    d, n = Zt.shape
-    inv_s2 = 1.0 / bandwidth**2
-    half = -0.5 * inv_s2
-    Mt = np.empty((d, n))
-    weight = np.zeros(n)  # squared distances, then kernel weights k(y, z_i) / s^2
-    for j in range(d):
-        yj = y[j]
-        for i in range(n):
-            diff = Zt[j, i] - yj
-            Mt[j, i] = diff
-            weight[i] += diff * diff
-    for i in range(n):
-        weight[i] = math.exp(weight[i] * half) * inv_s2
-    for j in range(d):
-        total = 0.0
-        for i in range(n):
-            v = Mt[j, i] * weight[i]
-            Mt[j, i] = v
-            total += v
-        mean = total / n
-        for i in range(n):
-            Mt[j, i] -= mean
-    return _row_gram(Mt, 4.0)
 
 
 def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
@@ -183,7 +120,7 @@ def _rff_lowrank_gram_t(y, omega_t, phase, root, sincos):
             for j in range(m):
                 s00 += r0[j] * o0[j]
             Bt[i, k] = s00
-    return _row_gram(Bt, 1.0)
+    return row_gram(Bt, 1.0)
 
 
 def _rff_grad_into(q, omega_t, phase, theta, sincos, a, g):
@@ -291,7 +228,9 @@ def _rff_full_gram(y, omega, phase, cov, sincos):
 def _gaussian_factor(G, gamma2, scale):
     """Lower Cholesky factor of ``gamma2 I + scale (G + G^T) / 2``; ``ok`` is False when the
     matrix is not numerically positive definite or not finite (the caller then falls back to
-    :func:`~pymc_kameleon.math.linalg.safe_cholesky`)."""
+    :func:`~pymc_kameleon.math.linalg.safe_cholesky`).  The entries ``gamma2 + scale * G``
+    are those of :func:`~pymc_kameleon.math.kamh.proposal_covariance`, formed in the loop
+    to save an array per call."""
     d = G.shape[0]
     A = np.empty((d, d))
     for i in range(d):
@@ -329,11 +268,6 @@ def _gaussian_logpdf(x, mean, L, half_logdet):
     return -0.5 * quad - half_logdet - 0.5 * d * _LOG_2PI
 
 
-def _kamh_gram_t_ref(y, Zt, bandwidth):
-    """The reference :func:`kamh.kamh_gram` with the compiled version's argument layout."""
-    return _kamh_ref.kamh_gram(y, Zt.T, bandwidth)
-
-
 def _rff_leapfrog_ref(q, p, omega_t, phase, theta, sincos, step, n_steps):
     """The reference :func:`hmc.leapfrog` with the surrogate's gradient ``J(q)^T theta``."""
     from .hmc import leapfrog
@@ -349,22 +283,14 @@ def _rff_lowrank_gram_t_ref(y, omega_t, phase, root, sincos):
 
 
 if HAVE_NUMBA:
-    _jit = _njit(cache=True, nogil=True, error_model="numpy")
-    # reassociation lets the reductions over the history vectorise; no "finite math only"
-    # flags, so NaN and infinity propagate as in the references
-    _jit_reduce = _njit(cache=True, nogil=True, error_model="numpy",
-                        fastmath={"reassoc", "contract"})
-    _row_gram = _jit_reduce(_row_gram)  # called by the two compiled Grams below
-    kamh_gram_t = _jit_reduce(_kamh_gram_t)
-    rff_lowrank_gram_t = _jit_reduce(_rff_lowrank_gram_t)
-    _rff_grad_into = _jit_reduce(_rff_grad_into)  # called by the compiled leapfrog
-    rff_leapfrog = _jit(_rff_leapfrog)
-    rff_full_gram = _jit(_rff_full_gram)
-    cholesky_update = _jit_reduce(_cholesky_update)
-    gaussian_factor = _jit(_gaussian_factor)
-    gaussian_logpdf = _jit(_gaussian_logpdf)
+    rff_lowrank_gram_t = jit_reduce(_rff_lowrank_gram_t)
+    _rff_grad_into = jit_reduce(_rff_grad_into)  # called by the compiled leapfrog
+    rff_leapfrog = jit(_rff_leapfrog)
+    rff_full_gram = jit(_rff_full_gram)
+    cholesky_update = jit_reduce(_cholesky_update)
+    gaussian_factor = jit(_gaussian_factor)
+    gaussian_logpdf = jit(_gaussian_logpdf)
 else:  # pragma: no cover - exercised with PYMC_KAMELEON_NO_NUMBA=1
-    kamh_gram_t = _kamh_gram_t_ref
     rff_lowrank_gram_t = _rff_lowrank_gram_t_ref
     rff_leapfrog = _rff_leapfrog_ref
     rff_full_gram = _rff_ref.full_gram

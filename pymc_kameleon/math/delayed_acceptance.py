@@ -39,8 +39,16 @@ import numpy as np
 __all__ = ["DAWalkResult", "delayed_acceptance_walk", "stage1_log_ratio", "stage2_log_ratio"]
 
 
-def _neg_inf_for_nan(a: np.ndarray) -> np.ndarray:
-    return np.where(np.isnan(a), -np.inf, a)
+def _log_ratio(new: float | np.ndarray,
+               ratio: Callable[[np.ndarray], np.ndarray]) -> float | np.ndarray:
+    """``ratio(new)`` with ``new``, the proposal's log density, rejecting where it fails:
+    ``-inf`` wherever ``new`` is ``-inf`` or NaN (both stages' rule); a float for scalars."""
+    new = np.asarray(new, dtype=float)
+    new = np.where(np.isnan(new), -np.inf, new)
+    with np.errstate(invalid="ignore"):
+        out = ratio(new)
+    out = np.where(np.isneginf(new), -np.inf, out)
+    return float(out) if out.ndim == 0 else out
 
 
 def stage1_log_ratio(log_s_x, log_s_y, log_q_x_given_y=0.0, log_q_y_given_x=0.0):
@@ -58,12 +66,8 @@ def stage1_log_ratio(log_s_x, log_s_y, log_q_x_given_y=0.0, log_q_y_given_x=0.0)
     float or ndarray
         ``-inf`` where ``log s(y)`` is ``-inf`` or NaN.
     """
-    log_s_y = _neg_inf_for_nan(np.asarray(log_s_y, dtype=float))
-    with np.errstate(invalid="ignore"):
-        out = log_s_y - np.asarray(log_s_x, dtype=float) + (
-            np.asarray(log_q_x_given_y, dtype=float) - np.asarray(log_q_y_given_x, dtype=float))
-    out = np.where(np.isneginf(log_s_y), -np.inf, out)
-    return float(out) if out.ndim == 0 else out
+    return _log_ratio(log_s_y, lambda s_y: s_y - np.asarray(log_s_x, dtype=float) + (
+        np.asarray(log_q_x_given_y, dtype=float) - np.asarray(log_q_y_given_x, dtype=float)))
 
 
 def stage2_log_ratio(logp_x, logp_y, log_s_x, log_s_y):
@@ -86,12 +90,9 @@ def stage2_log_ratio(logp_x, logp_y, log_s_x, log_s_y):
     float or ndarray
         ``-inf`` where ``log p(y)`` is ``-inf`` or NaN.
     """
-    logp_y = _neg_inf_for_nan(np.asarray(logp_y, dtype=float))
-    with np.errstate(invalid="ignore"):
-        out = (logp_y - np.asarray(logp_x, dtype=float)
-               + np.asarray(log_s_x, dtype=float) - np.asarray(log_s_y, dtype=float))
-    out = np.where(np.isneginf(logp_y), -np.inf, out)
-    return float(out) if out.ndim == 0 else out
+    return _log_ratio(logp_y, lambda p_y: (
+        p_y - np.asarray(logp_x, dtype=float)
+        + np.asarray(log_s_x, dtype=float) - np.asarray(log_s_y, dtype=float)))
 
 
 @dataclass

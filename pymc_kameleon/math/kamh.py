@@ -1,9 +1,19 @@
-"""The MCMC Kameleon (KAMH) proposal.
+"""The MCMC Kameleon (KAMH) proposal: the one module of its numerics.
 
 ``q_z(. | y) = N(y, gamma^2 I + nu^2 M_{z,y} H M_{z,y}^T)`` where, for the Gaussian kernel,
 ``M_{z,y} = (2 / s^2) [k(y, z_i) (z_i - y)]_{i=1..n}`` is ``d x n`` and ``H = I - 11^T / n``
 is the centring matrix.  ``M H M^T`` is computed as ``Mc Mc^T`` with ``Mc = M - row means``
 (``O(n d^2)``, no ``n x n`` matrix).
+
+Two paths build the Gram ``G = M H M^T``: :func:`kamh_grams` (NumPy, batched over points:
+KameleonSMC's particles, and the reference) and :func:`kamh_gram_t` (compiled with Numba,
+one point, the history transposed: the step methods' per-iteration path; without Numba it
+is the reference).  ``tests/test_compiled.py`` checks that they agree to ``1e-10``.
+
+One scale convention: ``nu^2`` multiplies this ``G`` in :func:`proposal_covariance`.  The steps
+start it at ``2.38^2 / (2 d)`` times :func:`natural_nu2_scale` and adapt it (Robbins-Monro);
+KameleonSMC at ``2.38^2 / mean trace(G)`` over the particles, times ``exp(2 log_nu)`` adapted
+between stages (:meth:`~pymc_kameleon.particles.proposal.StageProposal.fit`).
 
 References
 ----------
@@ -13,8 +23,11 @@ References
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from .jit import HAVE_NUMBA, jit_reduce, row_gram
 from .kernels import gaussian_kernel_grads
 from .linalg import BatchedMultivariateNormal, MultivariateNormal
 
@@ -22,12 +35,16 @@ __all__ = [
     "kamh_covariance",
     "kamh_covariances",
     "kamh_gram",
+    "kamh_gram_t",
     "kamh_grams",
     "kamh_proposal",
     "kamh_proposals",
     "natural_nu2_scale",
+    "proposal_covariance",
 ]
 
+# M = 2 x (kernel gradients), so M H M^T = 4 x the centred gradients' Gram (both paths)
+_GRAM_FACTOR = 4.0
 # points per block of kamh_grams: the (block, n, d) gradient array stays below ~32 MB
 _GRAM_BLOCK_FLOATS = 4_000_000
 
@@ -103,8 +120,67 @@ def kamh_grams(Y: np.ndarray, Z: np.ndarray, bandwidth: float) -> np.ndarray:
         Mt = gaussian_kernel_grads(Y[start : start + block], Z, bandwidth)  # rows: M / 2
         Mt -= Mt.mean(axis=1, keepdims=True)
         np.matmul(Mt.transpose(0, 2, 1), Mt, out=out[start : start + block])
-    out *= 4.0
+    out *= _GRAM_FACTOR
     return out
+
+
+def _kamh_gram_t(y, Zt, bandwidth):
+    """:func:`kamh_gram` as loops, the history stored as columns (compiled: :func:`kamh_gram_t`).
+
+    Kernel gradients, centring and ``4 Mc^T Mc`` on ``Zt = Z.T`` (``(d, n)``,
+    C-contiguous): every inner loop then runs along a contiguous row of length ``n`` and
+    vectorises, and the ``d (d + 1) / 2`` entries of the symmetric result are contiguous dot
+    products of the rows of ``Mc^T`` (:func:`~pymc_kameleon.math.jit.row_gram`).
+
+    Parameters
+    ----------
+    y : ndarray, shape (d,)
+        Current point.
+    Zt : ndarray, shape (d, n)
+        History subsample, transposed and C-contiguous.
+    bandwidth : float
+        Gaussian kernel bandwidth ``s``.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        ``M H M^T`` at ``y``, as :func:`kamh_gram` (to ``1e-10``: the reductions are
+        reassociated).
+    """
+    d, n = Zt.shape
+    inv_s2 = 1.0 / bandwidth**2
+    half = -0.5 * inv_s2
+    Mt = np.empty((d, n))
+    weight = np.zeros(n)  # squared distances, then kernel weights k(y, z_i) / s^2
+    for j in range(d):
+        yj = y[j]
+        for i in range(n):
+            diff = Zt[j, i] - yj
+            Mt[j, i] = diff
+            weight[i] += diff * diff
+    for i in range(n):
+        weight[i] = math.exp(weight[i] * half) * inv_s2
+    for j in range(d):
+        total = 0.0
+        for i in range(n):
+            v = Mt[j, i] * weight[i]
+            Mt[j, i] = v
+            total += v
+        mean = total / n
+        for i in range(n):
+            Mt[j, i] -= mean
+    return row_gram(Mt, _GRAM_FACTOR)
+
+
+def _kamh_gram_t_ref(y: np.ndarray, Zt: np.ndarray, bandwidth: float) -> np.ndarray:
+    """:func:`kamh_gram` (NumPy) with :func:`kamh_gram_t`'s argument layout."""
+    return kamh_gram(y, Zt.T, bandwidth)
+
+
+#: :func:`kamh_gram` at one point ``y`` from the transposed history ``Zt = Z.T``
+#: (``(d, n)``, C-contiguous): the step methods' Gram, the loops of ``_kamh_gram_t``
+#: compiled with Numba, else the NumPy reference (``tests/test_compiled.py``: equal to 1e-10).
+kamh_gram_t = jit_reduce(_kamh_gram_t) if HAVE_NUMBA else _kamh_gram_t_ref
 
 
 def kamh_covariance(
@@ -166,9 +242,50 @@ def kamh_covariances(
            [0.  , 0.25]])
     """
     G = kamh_grams(Y, Z, bandwidth)
-    G *= nu2
-    G += gamma**2 * np.eye(G.shape[-1])
-    return G
+    return proposal_covariance(G, gamma, nu2, out=G)
+
+
+def proposal_covariance(G: np.ndarray, gamma: float, nu2: float,
+                        out: np.ndarray | None = None) -> np.ndarray:
+    """``gamma^2 I + nu^2 G``: the proposal covariance of a Gram (or a stack of Grams).
+
+    The parameterisation of KAMH (and of F-KAMH, whose ``G`` is its feature-space Gram and
+    ``nu^2`` its ``eta^2``): KameleonSMC's batched proposals and the step methods'
+    factorisation fallback build it here.  The steps' compiled
+    :func:`~pymc_kameleon.math.compiled.gaussian_factor` forms the same entries inside its
+    factorisation loop (``gamma2 + scale * G[i, j]``, the same rounding), which saves an
+    array per iteration.
+
+    Parameters
+    ----------
+    G : ndarray, shape (..., d, d)
+        The adaptive part, e.g. from :func:`kamh_grams` or :func:`kamh_gram_t`.
+    gamma : float
+        Standard deviation of the isotropic exploration term.
+    nu2 : float
+        Scale ``nu^2`` of the adaptive part.
+    out : ndarray, optional
+        Where to write the result (may be ``G`` itself).
+
+    Returns
+    -------
+    ndarray, shape (..., d, d)
+
+    References
+    ----------
+    .. [1] Sejdinovic, D., Strathmann, H., Lomeli Garcia, M., Andrieu, C., Gretton, A.
+       (2014). Kernel Adaptive Metropolis-Hastings. ICML, Proposition 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> proposal_covariance(np.ones((2, 2)), gamma=0.5, nu2=2.0)
+    array([[2.25, 2.  ],
+           [2.  , 2.25]])
+    """
+    C = np.multiply(G, nu2, out=out)
+    C += gamma**2 * np.eye(C.shape[-1])
+    return C
 
 
 def kamh_proposal(

@@ -70,7 +70,8 @@ class StageProposal:
         Z = U[rng.choice(len(U), size=n, replace=False)]
         s = median_heuristic(Z)
         bandwidth = s if s > 0 else 1.0
-        # base so that the kernel part's mean trace is 2.38^2 at (a subset of) the particles
+        # SMC's start of nu^2 (the convention: math/kamh.py): the kernel part's mean trace
+        # is 2.38^2 at (a subset of) the particles
         grams = kamh_grams(U[: min(len(U), 100)], Z, bandwidth)
         trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
         base = 2.38**2 / trace if trace > 0 else 1.0
