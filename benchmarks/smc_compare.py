@@ -240,9 +240,12 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
     log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
     kish = np.nan
-    if "log_evidence_recycled" in stats:
-        log_z = [c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+    recycled = [c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+    if np.all(np.isfinite(recycled)):  # recycle=...: the importance sample's evidence
+        log_z = recycled
         kish = np.mean([c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)])
+    elif "kish_ess" in stats:  # emulator=...: the correction's
+        kish = np.mean([c[-1] for c in per_chain(stats["kish_ess"].values, args.chains)])
     flat = X.reshape(-1, X.shape[-1])
     return {"mean": flat.mean(0), "sd": flat.std(0), "ess": float(ess.min()),
             "draws": flat, "log_z": float(np.mean(log_z)), "evals": counter.count / args.chains,

@@ -1,5 +1,6 @@
-"""KameleonSMC's emulator mode: PyMC's stages become the emulator's rounds.
+"""What a KameleonSMC chain returns besides its particles: the emulator mode, recycling.
 
+**The emulator mode.**
 With ``pm.sample_smc(kernel=KameleonSMC, emulator=True)`` each of PyMC's stages is one
 round of :class:`~pymc_kameleon.emulator.EmulatorRun` (the mode search and first design,
 a design batch, or a correction round), each with at most one batch of true evaluations on
@@ -8,6 +9,11 @@ particles are then draws resampled from the correction's weighted sample, and th
 evidence is the correction's.  Where the emulator does not pay the run falls back, with a
 warning, to the stages on the true density from fresh prior draws (the design's
 evaluations stay counted).
+
+**Recycling** (:func:`take_recycled`): after the last stage the chain returns ``recycle``
+draws resampled from every stage's evaluated independent proposals, topped up by
+importance-sampling rounds (:func:`pymc_kameleon.particles.recycling.recycle`), with a
+warning where they are worth fewer independent draws than their number.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from pymc.pytensorf import floatX
 
 from ..emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from ..math.importance import resample_indices
+from ..particles.recycling import recycle
 
-__all__ = ["EMULATOR_STATS", "EmulatorMode", "PHASES"]
+__all__ = ["EMULATOR_STATS", "EmulatorMode", "PHASES", "take_recycled", "warn_worth"]
 
 #: The emulator's phases, as the per-stage stat ``emulator_phase`` numbers them.
 PHASES = ("start", "design", "correction", "done", "fallback")
@@ -29,6 +36,29 @@ PHASES = ("start", "design", "correction", "done", "fallback")
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
                   "pareto_k": (float, []), "emulator_error": (float, []),
                   "n_design": (int, [])}
+
+
+def warn_worth(what: str, n: int, ess: float, stat: str) -> None:
+    """Warn that ``n`` equally weighted draws are worth only ``ess`` independent ones."""
+    warnings.warn(
+        f"KameleonSMC{what}: the {n} returned draws are resampled from an importance sample "
+        f"worth about {ess:.0f} independent draws (Kish's ESS; stat {stat}); ArviZ's ESS of "
+        "them overstates it.", RuntimeWarning, stacklevel=5)
+
+
+def take_recycled(kernel) -> None:
+    """The chain's recycled draws after its last stage (the particles where no weight is
+    finite)."""
+    k, o = kernel, kernel.options
+    out = recycle(k.pool, k.proposal, int(min(o.recycle, k.evaluations.left())), k.draws,
+                  o.recycle, lambda X: k.evaluations(X, k.rng, k.beta), k.rng, floatX, o)
+    if out is None:
+        return
+    k.recycled_ess, k.log_evidence_recycled = out.ess, out.log_evidence
+    k.tempered_posterior, k.prior_logp, k.likelihood_logp = out.X, out.prior, out.lik
+    k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
+    if out.ess < o.recycle:
+        warn_worth("(recycle=...)", o.recycle, out.ess, "recycled_ess")
 
 
 def _point_values(fn, X: np.ndarray) -> np.ndarray:
@@ -85,11 +115,15 @@ class EmulatorMode:
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
         k.log_marginal_likelihood, k.beta = log_evidence, 1.0
         if kish < k.draws:
-            warnings.warn(
-                f"KameleonSMC(emulator=...): the {k.draws} returned draws are resampled from "
-                f"an importance sample worth about {kish:.0f} independent draws (Kish's ESS; "
-                "stat kish_ess); ArviZ's ESS of them overstates it.", RuntimeWarning,
-                stacklevel=4)
+            warn_worth("(emulator=...)", k.draws, kish, "kish_ess")
+
+    def fall_back(self) -> None:
+        """Restart the chain from fresh prior draws, evaluated truly, at ``beta = 0``."""
+        k = self.kernel
+        k.tempered_posterior = floatX(self.prior_draws(k.draws))
+        k.prior_logp, k.likelihood_logp = k.evaluations(k.tempered_posterior, k.rng, 0.0)
+        k.beta = 0.0
+        k.update_beta_and_weights()
 
     def stats(self) -> dict:
         run = self.run

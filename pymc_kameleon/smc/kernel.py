@@ -20,13 +20,13 @@ from pymc.pytensorf import floatX
 from ..adaptation.robbins_monro import log_scale_step
 from ..emulator import EmulatorSettings
 from ..parallel import BatchEvaluator, dumps
-from ..particles.mutation import Mutation, StageResult
+from ..particles.mutation import Mutation
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
-from ..particles.recycling import RecycledPool, recycle
+from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
 from ..pseudo_marginal import reseed_estimators
 from ..run_settings import RunSettings
-from .emulated import EMULATOR_STATS, EmulatorMode
+from .emulated import EMULATOR_STATS, EmulatorMode, take_recycled
 from .evaluation import Evaluations, vectorised_logp
 from .options import SMCOptions
 from .prior import (
@@ -222,13 +222,8 @@ class KameleonSMC(SeamedSMCKernel):
             return {**super().step(), **self._emulator_stats}
         if mode.round():
             return {**stage_stats(self), **mode.stats()}
-        # fallen back: the stages on the true density, from fresh prior draws
         self.emulated, self._emulator_stats = None, mode.stats()
-        self.tempered_posterior = floatX(mode.prior_draws(self.draws))
-        self.prior_logp, self.likelihood_logp = self.evaluations(self.tempered_posterior,
-                                                                 self.rng, 0.0)
-        self.beta = 0.0
-        super().update_beta_and_weights()
+        mode.fall_back()  # the stages on the true density, from fresh prior draws
         return {**super().step(), **self._emulator_stats}
 
     def tune(self) -> None:
@@ -253,23 +248,10 @@ class KameleonSMC(SeamedSMCKernel):
             floatX, None if self.pool is None else self.pool.add, self.callback)
         self.tempered_posterior, self.tempered_posterior_logp = stage.X, stage.logp
         self.prior_logp, self.likelihood_logp = stage.prior, stage.lik
-        if self.beta >= 1:
-            self._finish(stage)
-
-    def _finish(self, stage: StageResult) -> None:
-        """After the last stage: the recycled output, or warnings on the particles."""
-        warn_final_stage(stage, self.pool is not None)
-        if self.pool is None:
-            return
-        out = recycle(self.pool, self.proposal,
-                      int(min(self.options.recycle, self.evaluations.left())), self.draws,
-                      self.options.recycle, lambda X: self.evaluations(X, self.rng, self.beta),
-                      self.rng, floatX, self.options)
-        if out is not None:
-            self.recycled_ess, self.log_evidence_recycled = out.ess, out.log_evidence
-            self.tempered_posterior, self.prior_logp, self.likelihood_logp = (
-                out.X, out.prior, out.lik)
-            self.tempered_posterior_logp = self.prior_logp + self.likelihood_logp
+        if self.beta >= 1:  # after the last stage: warnings, or the recycled draws
+            warn_final_stage(stage, self.pool is not None)
+            if self.pool is not None:
+                take_recycled(self)
 
     def sample_stats(self) -> dict:
         """Per stage; the first stage's evaluations count the prior draws too."""
