@@ -1,0 +1,49 @@
+"""The places where PyMC 5 / PyTensor 2 / ArviZ 0.x and PyMC 6 / PyTensor 3 / ArviZ 1 differ.
+
+pymc-kameleon supports both PyMC majors from one code base; everything that depends on the
+installed versions is here (and, for likelihood-estimator Ops in compiled graphs, in
+:mod:`pymc_kameleon.pseudo_marginal`), one module per library:
+
+* :mod:`~pymc_kameleon.compat.versions`: the installed versions;
+* :mod:`~pymc_kameleon.compat.pymc`: how a chain starts a step (:func:`start_chain`) and
+  what PyMC's sampling loops hold that a step is not told;
+* :mod:`~pymc_kameleon.compat.pytensor`: the compile mode of a step's log density
+  (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`) and Op gradients;
+* :mod:`~pymc_kameleon.compat.arviz`: ``pm.sample``'s results (:func:`as_dataset`,
+  :func:`group_dataset`, :func:`max_rhat`, :func:`summary_table`).
+
+Every name is importable from ``pymc_kameleon.compat`` itself.
+"""
+
+from __future__ import annotations
+
+from .arviz import SUMMARY_COLUMNS, as_dataset, group_dataset, max_rhat, summary_table
+from .pymc import (
+    caller_chain,
+    caller_frame,
+    caller_tuning_draws,
+    receiving_parallel_draw,
+    start_chain,
+)
+from .pytensor import PYTENSOR_HAS_PULLBACK, default_compile_kwargs, logp_compile_kwargs
+from .versions import ARVIZ_VERSION, PYMC_VERSION, PYTENSOR_VERSION
+from .versions import _version as _version  # importable from here, as before the split
+
+__all__ = [
+    "ARVIZ_VERSION",
+    "PYMC_VERSION",
+    "PYTENSOR_HAS_PULLBACK",
+    "PYTENSOR_VERSION",
+    "SUMMARY_COLUMNS",
+    "as_dataset",
+    "caller_chain",
+    "caller_frame",
+    "caller_tuning_draws",
+    "default_compile_kwargs",
+    "group_dataset",
+    "logp_compile_kwargs",
+    "max_rhat",
+    "receiving_parallel_draw",
+    "start_chain",
+    "summary_table",
+]

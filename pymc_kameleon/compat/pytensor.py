@@ -1,0 +1,82 @@
+"""What differs between PyTensor 2 (PyMC 5) and PyTensor 3 (PyMC 6).
+
+* the recommended compile mode of a step's log density (:func:`default_compile_kwargs`,
+  :func:`logp_compile_kwargs`): PyTensor 3 compiles with Numba by default, PyTensor 2 with
+  its C backend; ``docs/benchmarks/logp_backend.md`` has the measurements behind the choice;
+* how an Op's gradient is defined (:data:`PYTENSOR_HAS_PULLBACK`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytensor
+from pytensor.graph.op import Op
+
+from .versions import PYTENSOR_VERSION
+
+__all__ = ["PYTENSOR_HAS_PULLBACK", "default_compile_kwargs", "logp_compile_kwargs"]
+
+#: PyTensor >= 3 asks Ops for ``pullback`` and deprecates ``grad``/``L_op``.
+PYTENSOR_HAS_PULLBACK = hasattr(Op, "pullback")
+
+
+# ----------------------------------------------------------------------------- compilation
+def default_compile_kwargs() -> dict[str, Any]:
+    """Recommended compile options for a step's log density, when the user gives none.
+
+    On PyTensor 3 with a C compiler, and no mode or linker chosen in PyTensor's
+    configuration, this asks for the C virtual machine (``mode="CVM"``) instead of PyTensor
+    3's default, Numba: a step calls its compiled log density once per iteration, where the
+    backends cost about the same next to the step's own work, so the time to the first
+    result decides, and Numba compiles the graph again in every chain process, likelihood
+    estimators most of all (measurements: ``docs/benchmarks/logp_backend.md``).  Everywhere
+    else (PyTensor 2, whose default already is the C VM; no C compiler; a mode set through
+    ``PYTENSOR_FLAGS`` or ``pytensor.config``) PyTensor's own default is kept.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`pymc.pytensorf.compile` (possibly empty).
+
+    References
+    ----------
+    .. [1] PyTensor documentation, "Configuration": ``mode``, ``linker`` and ``cxx``.
+
+    Examples
+    --------
+    >>> kwargs = default_compile_kwargs()
+    >>> set(kwargs) <= {"mode"}
+    True
+    """
+    if PYTENSOR_VERSION[0] < 3:
+        return {}
+    config = pytensor.config
+    user_chose = str(config.mode) != "Mode" or config.linker != "auto"
+    if user_chose or not config.cxx:
+        return {}
+    return {"mode": "CVM"}
+
+
+def logp_compile_kwargs(compile_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`default_compile_kwargs` updated with the user's ``compile_kwargs``.
+
+    A ``mode`` given by the user (e.g. ``{"mode": "NUMBA"}``) always wins.
+
+    Parameters
+    ----------
+    compile_kwargs : dict, optional
+        The ``compile_kwargs`` a step method received.
+
+    Returns
+    -------
+    dict
+        A new dict; the argument is not modified.
+
+    Examples
+    --------
+    >>> logp_compile_kwargs({"mode": "NUMBA"})["mode"]
+    'NUMBA'
+    """
+    return {**default_compile_kwargs(), **(compile_kwargs or {})}
+
