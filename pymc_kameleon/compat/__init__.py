@@ -5,7 +5,8 @@ installed versions is here (and, for likelihood-estimator Ops in compiled graphs
 :mod:`pymc_kameleon.pseudo_marginal`), one module per library:
 
 * :mod:`~pymc_kameleon.compat.versions`: the installed versions;
-* :mod:`~pymc_kameleon.compat.pymc`: how a chain starts a step (:func:`start_chain`) and
+* :mod:`~pymc_kameleon.compat.pymc`: how a chain starts a step (:func:`start_chain`),
+  whether PyMC tells a step the number of tuning draws (:func:`assumed_tuning_draws`), and
   what PyMC's sampling loops hold that a step is not told;
 * :mod:`~pymc_kameleon.compat.pytensor`: the compile mode of a step's log density
   (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`) and Op gradients;
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 from .arviz import SUMMARY_COLUMNS, as_dataset, group_dataset, max_rhat, summary_table
 from .pymc import (
+    PM_SAMPLE_TUNE,
+    TELLS_TUNING_DRAWS,
+    assumed_tuning_draws,
     caller_chain,
     caller_frame,
-    caller_tuning_draws,
     receiving_parallel_draw,
     start_chain,
 )
@@ -31,14 +34,16 @@ from .versions import _version as _version  # importable from here, as before th
 
 __all__ = [
     "ARVIZ_VERSION",
+    "PM_SAMPLE_TUNE",
     "PYMC_VERSION",
     "PYTENSOR_HAS_PULLBACK",
     "PYTENSOR_VERSION",
     "SUMMARY_COLUMNS",
+    "TELLS_TUNING_DRAWS",
     "as_dataset",
+    "assumed_tuning_draws",
     "caller_chain",
     "caller_frame",
-    "caller_tuning_draws",
     "default_compile_kwargs",
     "group_dataset",
     "logp_compile_kwargs",

@@ -2,8 +2,12 @@
 
 * how a chain hands a step its generator (:func:`start_chain`): ``step.set_rng(rng)`` in
   PyMC 5, ``step.setup_chain(rng, tune, draws)`` in PyMC 6;
-* what PyMC's sampling loops hold that a step is not told (:func:`caller_tuning_draws`,
-  :func:`caller_chain`, :func:`receiving_parallel_draw`), read from the call stack.
+* whether a step learns the number of tuning draws of ``pm.sample``
+  (:data:`TELLS_TUNING_DRAWS`, :func:`assumed_tuning_draws`): PyMC 6 tells it in
+  ``setup_chain``; PyMC 5 does not, so a step assumes ``pm.sample``'s default unless the
+  user gives the number;
+* what PyMC's sampling loops hold that a step is not told (:func:`caller_chain`,
+  :func:`receiving_parallel_draw`), read from the call stack.
 
 References
 ----------
@@ -20,8 +24,13 @@ import numpy as np
 
 from .versions import PYMC_VERSION
 
-__all__ = ["caller_chain", "caller_frame", "caller_tuning_draws", "receiving_parallel_draw",
-           "start_chain"]
+__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "caller_chain",
+           "caller_frame", "receiving_parallel_draw", "start_chain"]
+
+#: ``pm.sample``'s default number of tuning draws (PyMC 5 and 6).
+PM_SAMPLE_TUNE = 1000
+#: Whether PyMC tells a step the number of tuning draws of its chain (``setup_chain``).
+TELLS_TUNING_DRAWS = PYMC_VERSION[0] >= 6
 
 
 # ----------------------------------------------------------------------------- step methods
@@ -55,34 +64,35 @@ def start_chain(step, rng, tune: int = 0, draws: int = 0) -> None:
         step.set_rng(rng)
 
 
-#: PyMC 5's per-chain sampling loops and where each keeps the number of tuning draws.
-_PYMC5_LOOPS = {("pymc.sampling.mcmc", "_iter_sample"): lambda f: f.f_locals.get("tune"),
-                ("pymc.sampling.parallel", "_start_loop"):
-                    lambda f: getattr(f.f_locals.get("self"), "_tune", None)}
+def assumed_tuning_draws(tune_draws: int | None) -> int | None:
+    """The number of tuning draws a step plans its chain for before PyMC tells it, if ever.
 
+    The user's ``tune_draws`` if given.  Else: PyMC 6 tells the step in ``setup_chain``
+    (None until then: not known); PyMC 5 never does, and a step assumes ``pm.sample``'s
+    default, :data:`PM_SAMPLE_TUNE` -- the step cannot see ``pm.sample``'s arguments, and
+    the default is what most runs use.
 
-def caller_tuning_draws() -> int | None:
-    """The number of tuning draws of the PyMC 5 chain that is calling the step, else None.
-
-    PyMC 6 hands a step its ``tune`` (``setup_chain``); PyMC 5 does not, and a warm-up that
-    assumed ``pm.sample``'s default (1000) never handed over to the sampler at ``tune <=
-    500`` (docs/tuning.md).  PyMC 5 is frozen, so its two chain loops (sequential and
-    parallel) are read from the call stack here; None when neither is on it (a step driven
-    by hand, another sampler).
+    Parameters
+    ----------
+    tune_draws : int or None
+        The number of tuning draws the user gave the step.
 
     Returns
     -------
     int or None
-        The calling chain's ``tune`` on PyMC 5; None on PyMC 6 or outside PyMC 5's loops.
+
+    Examples
+    --------
+    >>> assumed_tuning_draws(300)
+    300
+    >>> assumed_tuning_draws(None) == (None if TELLS_TUNING_DRAWS else PM_SAMPLE_TUNE)
+    True
     """
-    if PYMC_VERSION[0] >= 6:
+    if tune_draws is not None:
+        return tune_draws
+    if TELLS_TUNING_DRAWS:  # PyMC 6: setup_chain tells the step
         return None
-    frame = caller_frame(lambda f: (f.f_globals.get("__name__"), f.f_code.co_name)
-                         in _PYMC5_LOOPS)
-    if frame is None:
-        return None
-    tune = _PYMC5_LOOPS[(frame.f_globals.get("__name__"), frame.f_code.co_name)](frame)
-    return int(tune) if isinstance(tune, int | np.integer) else None
+    return PM_SAMPLE_TUNE  # PyMC 5: never told
 
 
 def receiving_parallel_draw() -> bool:

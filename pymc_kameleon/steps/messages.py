@@ -8,7 +8,8 @@ import warnings
 from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.vartypes import discrete_types
 
-__all__ = ["discrete_message", "sampler_never_started", "work_bound_warning"]
+__all__ = ["discrete_message", "sampler_never_started", "tuning_draws_warning",
+           "work_bound_warning"]
 
 
 def discrete_message(name: str, vars) -> str:
@@ -33,6 +34,19 @@ def sampler_never_started(name: str, var_names, draw: int, length: int,
         "the chain samples with the warm-up's tuned random walk.  Tune for more than "
         f"{length} draws (pm.sample's default tune=1000 does) or give warmup_draws below "
         "the number of tuning draws.", UserWarning, stacklevel=2)
+
+
+def tuning_draws_warning(name: str, var_names, ran: int, assumed: int) -> None:
+    """A ``UserWarning`` that a chain ran ``ran`` tuning draws where the step, not told the
+    number (PyMC 5), planned its tuning for ``assumed`` (``pm.sample``'s default)."""
+    plural = "" if ran == 1 else "s"
+    warnings.warn(
+        f"{name}{list(var_names)}: this chain ran {ran} tuning draw{plural}, but PyMC 5 does not "
+        f"tell a step how many, so the step planned its tuning for {assumed} "
+        f"(pm.sample's default tune={assumed}): its warm-up took half of {assumed} draws "
+        "and its later adaptation was scheduled for the rest.  Pass "
+        f"tune_draws={ran} to the step (the tune given to pm.sample).",
+        UserWarning, stacklevel=2)
 
 
 def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_steps: int,
