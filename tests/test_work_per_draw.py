@@ -185,9 +185,9 @@ def test_a_chain_that_asks_for_more_than_the_bound_is_reported(banana, normal2):
     step = functools.partial(RandomWalkStep, max_work_factor=1, tune_draws=kw["tune"])
     idata = sample(banana, step, cores=2, **kw)
     reports = _bound_reports(idata)
-    assert len(reports) == 2, [r.message for r in reports]
-    for chain, report in enumerate(sorted(reports, key=lambda r: r.message)):
-        assert f"chain {chain}" in report.message and "max_work_factor" in report.message
+    assert len(reports) == 2, [r.message for r in reports]  # one per chain
+    for report in reports:
+        assert "this chain" in report.message and "max_work_factor" in report.message
         assert report.extra["asked"] > report.extra["bound"] == 1.0
     assert np.all(idata.sample_stats["n_steps"].values == 5)
     idata = sample(normal2, step, **kw)

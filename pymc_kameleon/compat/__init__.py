@@ -7,7 +7,7 @@ installed versions is here (and, for likelihood-estimator Ops in compiled graphs
 * :mod:`~pymc_kameleon.compat.versions`: the installed versions;
 * :mod:`~pymc_kameleon.compat.pymc`: how a chain starts a step (:func:`start_chain`),
   whether PyMC tells a step the number of tuning draws (:func:`assumed_tuning_draws`), and
-  what PyMC's sampling loops hold that a step is not told;
+  a walk of the call stack (:func:`caller_frame`);
 * :mod:`~pymc_kameleon.compat.pytensor`: the compile mode of a step's log density
   (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`) and Op gradients;
 * :mod:`~pymc_kameleon.compat.arviz`: ``pm.sample``'s results (:func:`as_dataset`,
@@ -23,9 +23,7 @@ from .pymc import (
     PM_SAMPLE_TUNE,
     TELLS_TUNING_DRAWS,
     assumed_tuning_draws,
-    caller_chain,
     caller_frame,
-    receiving_parallel_draw,
     start_chain,
 )
 from .pytensor import PYTENSOR_HAS_PULLBACK, default_compile_kwargs, logp_compile_kwargs
@@ -42,13 +40,11 @@ __all__ = [
     "TELLS_TUNING_DRAWS",
     "as_dataset",
     "assumed_tuning_draws",
-    "caller_chain",
     "caller_frame",
     "default_compile_kwargs",
     "group_dataset",
     "logp_compile_kwargs",
     "max_rhat",
-    "receiving_parallel_draw",
     "start_chain",
     "summary_table",
 ]

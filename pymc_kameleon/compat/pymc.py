@@ -6,8 +6,7 @@
   (:data:`TELLS_TUNING_DRAWS`, :func:`assumed_tuning_draws`): PyMC 6 tells it in
   ``setup_chain``; PyMC 5 does not, so a step assumes ``pm.sample``'s default unless the
   user gives the number;
-* what PyMC's sampling loops hold that a step is not told (:func:`caller_chain`,
-  :func:`receiving_parallel_draw`), read from the call stack.
+* the one walk of the call stack left (:func:`caller_frame`), for the estimator warning.
 
 References
 ----------
@@ -20,12 +19,10 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-import numpy as np
-
 from .versions import PYMC_VERSION
 
-__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "caller_chain",
-           "caller_frame", "receiving_parallel_draw", "start_chain"]
+__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "caller_frame",
+           "start_chain"]
 
 #: ``pm.sample``'s default number of tuning draws (PyMC 5 and 6).
 PM_SAMPLE_TUNE = 1000
@@ -93,40 +90,6 @@ def assumed_tuning_draws(tune_draws: int | None) -> int | None:
     if TELLS_TUNING_DRAWS:  # PyMC 6: setup_chain tells the step
         return None
     return PM_SAMPLE_TUNE  # PyMC 5: never told
-
-
-def receiving_parallel_draw() -> bool:
-    """Whether PyMC's parallel sampler (``pm.sample(cores>1)``) is receiving a message from
-    a chain's process on the call stack, in the main process.
-
-    A bad starting point is found by the step, at the chain's first draw, in the chain's
-    process; PyMC wraps every error a chain process sends in ``ParallelSamplingError``.
-    ``pm.sample`` checks the starting points in the main process only for its own NUTS
-    initialisation, and calls no method of a step passed as ``step=`` with the chains'
-    starting points before the chain processes start.  So
-    :class:`~pymc_kameleon.steps.evaluations.StartError` raises itself, as a
-    ``SamplingError``, while this is true: when PyMC unpickles it in
-    ``ProcessAdapter.recv_draw`` (PyMC 5 and 6), where PyMC would raise the wrapper, the
-    message has been read in full and PyMC's context managers end the chains as for any
-    error.  Read from the call stack because PyMC has no public hook there.
-    """
-    return caller_frame(lambda f: f.f_globals.get("__name__") == "pymc.sampling.parallel"
-                        and f.f_code.co_name == "recv_draw") is not None
-
-
-def caller_chain() -> str:
-    """``chain N`` when PyMC's sampling loop is on the call stack, else empty.
-
-    PyMC does not tell a step its chain number; ``pm.sample``'s per-chain loop holds it in
-    a local variable ``chain`` (one process) or in its worker's ``chain`` attribute (several
-    processes), in PyMC 5 and 6; read here only to name the chain in messages.
-    """
-    def chain_of(f):
-        return f.f_locals.get("chain", getattr(f.f_locals.get("self"), "chain", None))
-
-    frame = caller_frame(lambda f: f.f_globals.get("__name__", "").startswith("pymc.sampling")
-                         and isinstance(chain_of(f), int | np.integer))
-    return "" if frame is None else f"chain {int(chain_of(frame))}"
 
 
 def caller_frame(match: Callable[[FrameType], bool]) -> FrameType | None:

@@ -91,7 +91,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)
-        naming the draw, chain and point, or a rejection counted in the stat ``n_errors``
+        naming the draw and the point, or a rejection counted in the stat ``n_errors``
         and reported once per chain.  NaN is always a counted rejection (``n_nan``),
         ``-inf`` a silent one (docs/robustness.md).
     callback : callable, optional

@@ -23,7 +23,7 @@ from ..adaptation.kernel import DrawContext, Kernel, Metropolis
 from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
 from ..adaptation.work import MAX_FACTOR, WorkPerDraw
-from ..compat import assumed_tuning_draws, caller_chain
+from ..compat import assumed_tuning_draws
 from ..validation import check_at_least, check_integral
 from .density import LogDensity
 from .messages import work_bound_warning
@@ -273,5 +273,5 @@ class Chain:
             w.work_factor = work.final(target)
             if work.bound_reached:
                 w.reports.append(work_bound_warning(
-                    self.density.name, caller_chain() or "this chain", work.asked,
-                    work.max_factor, self.n_steps(False), work.tau))
+                    self.density.name, work.asked, work.max_factor, self.n_steps(False),
+                    work.tau))

@@ -49,7 +49,7 @@ def tuning_draws_warning(name: str, var_names, ran: int, assumed: int) -> None:
         UserWarning, stacklevel=2)
 
 
-def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_steps: int,
+def work_bound_warning(name: str, asked: float, bound: float, n_steps: int,
                        tau: float) -> SamplerWarning:
     """The report (PyMC's ``warning`` stat) that the autocorrelation late in tuning asked for
     ``asked`` times the default iterations per draw, more than the ``bound`` the chain now
@@ -59,7 +59,7 @@ def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_step
     draw")."""
     if math.isfinite(asked):
         message = (
-            f"{name}: in {chain} the draws' autocorrelation late in tuning asked for at "
+            f"{name}: in this chain the draws' autocorrelation late in tuning asked for at "
             f"least {asked:.1f} times the default iterations per draw, more than the bound "
             f"({bound:g} times, {n_steps} iterations per draw).  At the bound each draw is "
             f"autocorrelated over at least {tau / bound:.1f} draws, so the bulk ESS will be "
@@ -69,7 +69,7 @@ def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_step
             "reparameterisation that makes the posterior closer to Gaussian helps most.")
     else:
         message = (
-            f"{name}: in {chain} a coordinate did not move in the last tuning draws, so the "
+            f"{name}: in this chain a coordinate did not move in the last tuning draws, so the "
             f"work per draw stays at its bound ({bound:g} times, {n_steps} iterations per "
             "draw) and the chain may be stuck.  Check the start and the model, or tune "
             "longer.")
