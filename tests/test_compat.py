@@ -1,5 +1,11 @@
 """pymc_kameleon.compat: the helpers behave the same on PyMC 5 / ArviZ 0.x and PyMC 6 / ArviZ 1."""
 
+import copy
+import re
+import warnings
+from pathlib import Path
+
+import cloudpickle
 import numpy as np
 import pymc as pm
 import pytensor
@@ -7,7 +13,14 @@ import pytest
 import xarray as xr
 from checks import sample
 
-from pymc_kameleon import compat
+import pymc_kameleon
+from pymc_kameleon import (
+    PseudoMarginalWarning,
+    RandomWalkStep,
+    compat,
+    pseudo_marginal_potential,
+)
+from pymc_kameleon.pseudo_marginal import compiling_for
 
 
 def test_versions_are_parsed():
@@ -18,6 +31,49 @@ def test_versions_are_parsed():
     assert compat.PYTENSOR_VERSION[0] == (3 if compat.PYMC_VERSION[0] == 6 else 2)
     with pytest.raises(ValueError):
         compat._version("dev")
+
+
+#: Ways to read the call stack (frames of callers), none of which the package may use.
+STACK_READS = re.compile(r"_getframe|currentframe|inspect\.stack|inspect\.trace\b|"
+                         r"getouterframes|getinnerframes|\bf_back\b|\bf_locals\b|tb_frame|"
+                         r"extract_stack|walk_stack")
+
+
+def test_no_module_reads_the_call_stack():
+    """What a step does depends on what it is told or given, never on who calls it."""
+    root = Path(pymc_kameleon.__file__).parent
+    hits = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+            for path in sorted(root.rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if STACK_READS.search(line)]
+    assert hits == []
+
+
+def _estimate(mu, rng):
+    return -0.5 * mu**2 + 0.1 * rng.normal() - 0.005
+
+
+def test_the_estimator_warning_needs_no_call_stack():
+    """A step of this package compiles its log density inside ``compiling_for(step)``:
+    no warning, nor from its copies; PyMC's Metropolis cannot say what it is, so it is
+    warned about; a sampler that says it re-estimates is named."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        pseudo_marginal_potential("lik", _estimate, mu)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PseudoMarginalWarning)
+            step = RandomWalkStep()
+            copy.deepcopy(step)
+            cloudpickle.loads(cloudpickle.dumps(step))  # as pm.sample(cores=2) may
+        with pytest.warns(PseudoMarginalWarning, match="PyMC's Metropolis"):
+            pm.Metropolis()
+
+        class ReEstimating:
+            exact_for_pseudo_marginal = False
+
+        with (pytest.warns(PseudoMarginalWarning, match="^ReEstimating re-evaluates"),
+              compiling_for(ReEstimating())):
+            model.compile_logp()
 
 
 def test_default_compile_kwargs_follow_pytensor_and_the_user():

@@ -6,14 +6,15 @@ installed versions is here (and, for likelihood-estimator Ops in compiled graphs
 
 * :mod:`~pymc_kameleon.compat.versions`: the installed versions;
 * :mod:`~pymc_kameleon.compat.pymc`: how a chain starts a step (:func:`start_chain`),
-  whether PyMC tells a step the number of tuning draws (:func:`assumed_tuning_draws`), and
-  a walk of the call stack (:func:`caller_frame`);
+  and whether PyMC tells a step the number of tuning draws
+  (:func:`assumed_tuning_draws`);
 * :mod:`~pymc_kameleon.compat.pytensor`: the compile mode of a step's log density
   (:func:`default_compile_kwargs`, :func:`logp_compile_kwargs`) and Op gradients;
 * :mod:`~pymc_kameleon.compat.arviz`: ``pm.sample``'s results (:func:`as_dataset`,
   :func:`group_dataset`, :func:`max_rhat`, :func:`summary_table`).
 
-Every name is importable from ``pymc_kameleon.compat`` itself.
+Every name is importable from ``pymc_kameleon.compat`` itself.  Nothing here reads the call
+stack: what a step needs to know it is told (``setup_chain``) or given (``tune_draws``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from .pymc import (
     PM_SAMPLE_TUNE,
     TELLS_TUNING_DRAWS,
     assumed_tuning_draws,
-    caller_frame,
     start_chain,
 )
 from .pytensor import PYTENSOR_HAS_PULLBACK, default_compile_kwargs, logp_compile_kwargs
@@ -40,7 +40,6 @@ __all__ = [
     "TELLS_TUNING_DRAWS",
     "as_dataset",
     "assumed_tuning_draws",
-    "caller_frame",
     "default_compile_kwargs",
     "group_dataset",
     "logp_compile_kwargs",

@@ -5,8 +5,7 @@
 * whether a step learns the number of tuning draws of ``pm.sample``
   (:data:`TELLS_TUNING_DRAWS`, :func:`assumed_tuning_draws`): PyMC 6 tells it in
   ``setup_chain``; PyMC 5 does not, so a step assumes ``pm.sample``'s default unless the
-  user gives the number;
-* the one walk of the call stack left (:func:`caller_frame`), for the estimator warning.
+  user gives the number.
 
 References
 ----------
@@ -15,14 +14,9 @@ References
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from types import FrameType
-
 from .versions import PYMC_VERSION
 
-__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "caller_frame",
-           "start_chain"]
+__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "start_chain"]
 
 #: ``pm.sample``'s default number of tuning draws (PyMC 5 and 6).
 PM_SAMPLE_TUNE = 1000
@@ -90,14 +84,3 @@ def assumed_tuning_draws(tune_draws: int | None) -> int | None:
     if TELLS_TUNING_DRAWS:  # PyMC 6: setup_chain tells the step
         return None
     return PM_SAMPLE_TUNE  # PyMC 5: never told
-
-
-def caller_frame(match: Callable[[FrameType], bool]) -> FrameType | None:
-    """The innermost frame on the caller's call stack for which ``match`` is true, else None
-    (the one walk of the stack behind the PyMC internals read in this module)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if match(frame):
-            return frame
-        frame = frame.f_back
-    return None

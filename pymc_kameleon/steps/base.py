@@ -30,7 +30,7 @@ from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import MAX_FACTOR
-from ..pseudo_marginal import find_estimators, reseed_estimators
+from ..pseudo_marginal import compiling_for, find_estimators, reseed_estimators
 from .chain import PHASES, Chain
 from .density import LogDensity, compile_block_logp
 from .evaluations import FailedEvaluations, check_on_error
@@ -157,8 +157,9 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
             raise ValueError(discrete_message(type(self).__name__, vars))
         if not vars:
             raise ValueError(f"{type(self).__name__}: no continuous variables to sample")
-        self._logp_fn, shared, self.dim = compile_block_logp(model, vars, initial_point,
-                                                              compile_kwargs)
+        with compiling_for(self):  # it stores the current estimate: no estimator warning
+            self._logp_fn, shared, self.dim = compile_block_logp(model, vars, initial_point,
+                                                                  compile_kwargs)
         if self.dim == 0:
             raise ValueError(f"{type(self).__name__}: the variables {[v.name for v in vars]} "
                              "have no elements (size 0): nothing to sample")
