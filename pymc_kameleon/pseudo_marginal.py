@@ -50,7 +50,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import HasInnerGraph, Op
 
-from .compat import PYTENSOR_HAS_PULLBACK
+from .compat import PYTENSOR_HAS_PULLBACK, inner_graphs
 
 __all__ = [
     "LikelihoodEstimatorOp",
@@ -414,16 +414,6 @@ def _outer_graph(fn):
     )
 
 
-def _inner_graphs(op) -> list:
-    """The inner function graphs of an Op (``OpFromGraph``, ``Scan``, ...), in a fixed order."""
-    graphs = getattr(op, "inner_graphs", None)  # PyTensor >= 3: {name: fgraph}
-    if isinstance(graphs, dict):
-        return [graphs[k] for k in sorted(graphs)]
-    if getattr(op, "fgraph", None) is not None:
-        return [op.fgraph]
-    return []
-
-
 def _walk(graph) -> Iterator[LikelihoodEstimatorOp]:
     for node in graph.toposort():
         yield from _walk_op(node.op)
@@ -433,7 +423,7 @@ def _walk_op(op) -> Iterator[LikelihoodEstimatorOp]:
     if isinstance(op, LikelihoodEstimatorOp):
         yield op
     elif isinstance(op, HasInnerGraph):
-        for inner in _inner_graphs(op):
+        for inner in inner_graphs(op):
             yield from _walk(inner)
     core = getattr(op, "core_op", None)  # Blockwise: the Op applied to each batch element
     if core is not None:

@@ -1,11 +1,13 @@
-"""What differs between PyMC 5 and PyMC 6 for a step method.
+"""What differs between PyMC 5 and PyMC 6 for a step method, and PyMC's private hooks.
 
 * how a chain hands a step its generator (:func:`start_chain`): ``step.set_rng(rng)`` in
   PyMC 5, ``step.setup_chain(rng, tune, draws)`` in PyMC 6;
 * whether a step learns the number of tuning draws of ``pm.sample``
   (:data:`TELLS_TUNING_DRAWS`, :func:`assumed_tuning_draws`): PyMC 6 tells it in
   ``setup_chain``; PyMC 5 does not, so a step assumes ``pm.sample``'s default unless the
-  user gives the number.
+  user gives the number;
+* the names under which PyMC 5 and 6 ask a step class for its progress-bar columns and
+  its state class (:class:`StepHooks`), which are private in PyMC.
 
 References
 ----------
@@ -14,9 +16,12 @@ References
 
 from __future__ import annotations
 
+from typing import Any
+
 from .versions import PYMC_VERSION
 
-__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "assumed_tuning_draws", "start_chain"]
+__all__ = ["PM_SAMPLE_TUNE", "TELLS_TUNING_DRAWS", "StepHooks", "assumed_tuning_draws",
+           "start_chain"]
 
 #: ``pm.sample``'s default number of tuning draws (PyMC 5 and 6).
 PM_SAMPLE_TUNE = 1000
@@ -84,3 +89,31 @@ def assumed_tuning_draws(tune_draws: int | None) -> int | None:
     if TELLS_TUNING_DRAWS:  # PyMC 6: setup_chain tells the step
         return None
     return PM_SAMPLE_TUNE  # PyMC 5: never told
+
+
+# ----------------------------------------------------------------------------- PyMC's hooks
+class StepHooks:
+    """PyMC's private hooks of a step class, answered from the class's public ones.
+
+    PyMC 5 and 6 build a step's progress-bar columns with
+    ``step._progressbar_config(n_chains)`` and ``step._make_progressbar_update_functions()``,
+    and their ``WithSamplingState`` reads the state class from ``_state_class``.  A class
+    deriving from this one defines instead:
+
+    * ``progress_config(n_chains)``: the rich columns and their initial cells;
+    * ``progress_update_functions()``: functions from a draw's stats to the cells' text;
+    * ``state_class``: the ``DataClassState`` of its ``sampling_state``, if any.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "state_class" in cls.__dict__:
+            cls._state_class = cls.state_class
+
+    @classmethod
+    def _progressbar_config(cls, n_chains: int = 1) -> tuple[list, dict]:
+        return cls.progress_config(n_chains)
+
+    @classmethod
+    def _make_progressbar_update_functions(cls) -> tuple:
+        return cls.progress_update_functions()

@@ -3,7 +3,8 @@
 * the recommended compile mode of a step's log density (:func:`default_compile_kwargs`,
   :func:`logp_compile_kwargs`): PyTensor 3 compiles with Numba by default, PyTensor 2 with
   its C backend; ``docs/benchmarks/logp_backend.md`` has the measurements behind the choice;
-* how an Op's gradient is defined (:data:`PYTENSOR_HAS_PULLBACK`).
+* how an Op's gradient is defined (:data:`PYTENSOR_HAS_PULLBACK`);
+* where an Op keeps its inner graphs (:func:`inner_graphs`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pytensor.graph.op import Op
 
 from .versions import PYTENSOR_VERSION
 
-__all__ = ["PYTENSOR_HAS_PULLBACK", "default_compile_kwargs", "logp_compile_kwargs"]
+__all__ = ["PYTENSOR_HAS_PULLBACK", "default_compile_kwargs", "inner_graphs",
+           "logp_compile_kwargs"]
 
 #: PyTensor >= 3 asks Ops for ``pullback`` and deprecates ``grad``/``L_op``.
 PYTENSOR_HAS_PULLBACK = hasattr(Op, "pullback")
@@ -80,3 +82,36 @@ def logp_compile_kwargs(compile_kwargs: dict[str, Any] | None = None) -> dict[st
     """
     return {**default_compile_kwargs(), **(compile_kwargs or {})}
 
+
+# ----------------------------------------------------------------------------- graphs
+def inner_graphs(op) -> list:
+    """The inner function graphs of an Op (``OpFromGraph``, ``Scan``, ...), in a fixed order.
+
+    PyTensor 3 lists them in the Op's ``inner_graphs`` (a dict by name); PyTensor 2's Ops
+    with one inner graph keep it as ``fgraph``.
+
+    Parameters
+    ----------
+    op : pytensor.graph.op.Op
+
+    Returns
+    -------
+    list of FunctionGraph
+        Empty for an Op without an inner graph.
+
+    Examples
+    --------
+    >>> import pytensor.tensor as pt
+    >>> from pytensor.compile.builders import OpFromGraph
+    >>> y = pt.dscalar("y")
+    >>> len(inner_graphs(OpFromGraph([y], [2.0 * y])))
+    1
+    >>> inner_graphs(pt.exp(y).owner.op)
+    []
+    """
+    graphs = getattr(op, "inner_graphs", None)  # PyTensor >= 3: {name: fgraph}
+    if isinstance(graphs, dict):
+        return [graphs[k] for k in sorted(graphs)]
+    if getattr(op, "fgraph", None) is not None:  # PyTensor 2
+        return [op.fgraph]
+    return []

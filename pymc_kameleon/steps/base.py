@@ -112,7 +112,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = BASE_STATS
-    _state_class = KernelStepState
+    state_class = KernelStepState  # PyMC reads it through compat.StepHooks
 
     def __new__(cls, *args, **kwargs):
         # PyMC's BlockedStep.__new__ takes every value variable when none are given (with
