@@ -24,7 +24,8 @@ generator can be replaced after compilation (:func:`reseed_estimators`), saved a
   since it refers to the Op instance);
 * JAX, PyTorch and MLX cannot run a Python Op at all.
 
-The :class:`PseudoMarginalWarning` is issued from both conversion hooks.
+The :class:`PseudoMarginalWarning` is issued from both conversion hooks, unless the graph is
+compiled for a sampler that stores the current estimate (:func:`compiling_for`).
 
 References
 ----------
@@ -38,6 +39,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -47,11 +50,12 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import HasInnerGraph, Op
 
-from .compat import PYTENSOR_HAS_PULLBACK, caller_frame
+from .compat import PYTENSOR_HAS_PULLBACK, inner_graphs
 
 __all__ = [
     "LikelihoodEstimatorOp",
     "PseudoMarginalWarning",
+    "compiling_for",
     "estimator_states",
     "find_estimators",
     "pseudo_marginal_potential",
@@ -61,13 +65,15 @@ __all__ = [
 
 
 class PseudoMarginalWarning(UserWarning):
-    """A step method that is not exact for likelihood estimators is being used with one.
+    """A likelihood estimator may be used by a step method that is not exact for it.
 
-    Issued when a step method that re-evaluates the log density at the current point every
-    iteration (PyMC's ``Metropolis``, ``DEMetropolisZ``, ``Slice``, ...) compiles a model that
-    contains a :func:`~pymc_kameleon.pseudo_marginal_potential`.  Such a chain re-estimates the
-    current likelihood ("Monte Carlo within Metropolis") and does not target the exact
-    posterior.
+    Issued when a log density that contains a
+    :func:`~pymc_kameleon.pseudo_marginal_potential` is compiled other than for a sampler
+    that stores the current estimate (:func:`compiling_for`): by a step method that
+    re-evaluates the log density at the current point every iteration (PyMC's
+    ``Metropolis``, ``DEMetropolisZ``, ``Slice``, ...), whose chain re-estimates the current
+    likelihood ("Monte Carlo within Metropolis") and does not target the exact posterior, or
+    for another use (``model.compile_logp()``, PyMC's SMC kernels), where it does no harm.
     The step methods of this package never trigger it.  Turn it into an error with
     ``warnings.simplefilter("error", PseudoMarginalWarning)``.
 
@@ -147,11 +153,13 @@ class LikelihoodEstimatorOp(Op):
         self.estimator = estimator
         self.name = name
         self.rng = np.random.default_rng(seed)
+        self.copied = False  # unpickled or copied (its graph was checked where compiled)
         _register_numba_conversion()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # unpickled in a worker process (or copied): make sure Numba can convert it there too
         self.__dict__.update(state)
+        self.copied = True
         _register_numba_conversion()
 
     def __str__(self) -> str:
@@ -194,7 +202,7 @@ class LikelihoodEstimatorOp(Op):
 
     def make_thunk(self, node, storage_map, compute_map, no_recycling, impl=None):
         # the C and Python virtual machines (not Numba: see _numba_funcify_estimator)
-        _warn_if_inexact_step(self.name)
+        _warn_if_inexact_step(self)
         return super().make_thunk(node, storage_map, compute_map, no_recycling, impl=impl)
 
 
@@ -238,7 +246,7 @@ def _numba_funcify_estimator(op: LikelihoodEstimatorOp, node=None, **kwargs):
     """
     import numba
 
-    _warn_if_inexact_step(op.name)
+    _warn_if_inexact_step(op)
     out = node.outputs[0]
     out_type = numba.types.Array(numba.from_dtype(np.dtype(out.dtype)), out.ndim, "A")
 
@@ -256,22 +264,74 @@ def _numba_funcify_estimator(op: LikelihoodEstimatorOp, node=None, **kwargs):
     return estimator_in_object_mode
 
 
-def _warn_if_inexact_step(name: str) -> None:
-    """Warn if a PyMC step that re-estimates the current point is compiling us."""
-    from pymc.step_methods.compound import BlockedStep
+#: The sampler a log density is being compiled for (:func:`compiling_for`), else None.
+_COMPILING_FOR: ContextVar[Any] = ContextVar("pymc_kameleon_compiling_for", default=None)
 
-    frame = caller_frame(lambda f: isinstance(f.f_locals.get("self"), BlockedStep))
-    owner = None if frame is None else frame.f_locals["self"]
-    if owner is not None and not getattr(owner, "exact_for_pseudo_marginal", False):
-        warnings.warn(
-            f"{type(owner).__name__} re-evaluates the log density at the current point "
-            f"every iteration, so the likelihood estimator {name!r} is re-estimated "
-            "there (Monte Carlo within Metropolis) and the chain does NOT target the "
-            "exact posterior. Use KameleonStep, FastKameleonStep or KernelHMCStep, "
-            "which store the current estimate.",
-            PseudoMarginalWarning,
-            stacklevel=2,
-        )
+
+@contextmanager
+def compiling_for(sampler) -> Iterator[None]:
+    """Compile, inside the block, log densities for ``sampler``.
+
+    A :class:`LikelihoodEstimatorOp` compiled inside the block issues no
+    :class:`PseudoMarginalWarning` if ``sampler`` stores the current estimate (its attribute
+    ``exact_for_pseudo_marginal`` is true), and names ``sampler`` in the warning otherwise.
+    The step methods of this package compile their log density inside it; compiled outside
+    it (PyMC's steps cannot say what they are), an estimator warns.  The state is a context
+    variable, so threads compiling at the same time do not see each other's.
+
+    Parameters
+    ----------
+    sampler : object
+        The step method (or other sampler) the compiled functions are for.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import pymc as pm
+    >>> class StoresEstimates:
+    ...     exact_for_pseudo_marginal = True
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu")
+    ...     lik = pseudo_marginal_potential("lik", lambda mu, rng: rng.normal() - 0.5, mu)
+    >>> with warnings.catch_warnings(), compiling_for(StoresEstimates()):
+    ...     warnings.simplefilter("error", PseudoMarginalWarning)
+    ...     logp = model.compile_logp()
+    """
+    token = _COMPILING_FOR.set(sampler)
+    try:
+        yield
+    finally:
+        _COMPILING_FOR.reset(token)
+
+
+def _warn_if_inexact_step(op: LikelihoodEstimatorOp) -> None:
+    """Warn unless ``op`` is compiled for a sampler that stores the current estimate."""
+    if op.copied:  # a pickled or copied graph: checked where it was compiled first
+        return
+    sampler = _COMPILING_FOR.get()
+    if getattr(sampler, "exact_for_pseudo_marginal", False):
+        return
+    advice = ("Use KameleonStep, FastKameleonStep, KernelHMCStep or RandomWalkStep, which "
+              "store the current estimate")
+    if sampler is None:  # PyMC's steps, but also model.compile_logp() or PyMC's SMC
+        message = (
+            f"The likelihood estimator {op.name!r} is compiled other than for a sampler that "
+            "stores the current estimate. A step method that re-evaluates the log density "
+            "at the current point every iteration (PyMC's Metropolis, DEMetropolisZ and "
+            "Slice do) re-estimates the likelihood there (Monte Carlo within Metropolis), "
+            f"and its chain does NOT target the exact posterior. {advice} (compiled for "
+            "another use, e.g. model.compile_logp() or PyMC's SMC, it does no harm).")
+    else:
+        message = (
+            f"{type(sampler).__name__} re-evaluates the log density at the current point "
+            f"every iteration, so the likelihood estimator {op.name!r} is re-estimated "
+            "there (Monte Carlo within Metropolis) and the chain does NOT target the exact "
+            f"posterior. {advice}.")
+    warnings.warn(
+        message,
+        PseudoMarginalWarning,
+        stacklevel=2,
+    )
 
 
 def pseudo_marginal_potential(
@@ -354,16 +414,6 @@ def _outer_graph(fn):
     )
 
 
-def _inner_graphs(op) -> list:
-    """The inner function graphs of an Op (``OpFromGraph``, ``Scan``, ...), in a fixed order."""
-    graphs = getattr(op, "inner_graphs", None)  # PyTensor >= 3: {name: fgraph}
-    if isinstance(graphs, dict):
-        return [graphs[k] for k in sorted(graphs)]
-    if getattr(op, "fgraph", None) is not None:
-        return [op.fgraph]
-    return []
-
-
 def _walk(graph) -> Iterator[LikelihoodEstimatorOp]:
     for node in graph.toposort():
         yield from _walk_op(node.op)
@@ -373,7 +423,7 @@ def _walk_op(op) -> Iterator[LikelihoodEstimatorOp]:
     if isinstance(op, LikelihoodEstimatorOp):
         yield op
     elif isinstance(op, HasInnerGraph):
-        for inner in _inner_graphs(op):
+        for inner in inner_graphs(op):
             yield from _walk(inner)
     core = getattr(op, "core_op", None)  # Blockwise: the Op applied to each batch element
     if core is not None:

@@ -67,7 +67,7 @@ def test_nan_log_density_is_counted_and_reported(name, nan_above_one):
     assert (_stats(idata, "n_errors") == 0).all()
     assert np.all(idata.posterior["x"].values <= 1.0)  # still rejections
     [report] = _reports(idata)  # once per chain
-    assert "NaN at" in report.message and "chain 0" in report.message
+    assert "NaN at" in report.message and "this chain" in report.message
     # at the chain's end when PyMC says when that is (6), else at the first NaN (5)
     assert report.extra["n_nan"] == (n_nan.sum() if TELLS_CHAIN_LENGTH else n_nan[0])
     assert 1.0 < report.extra["lo"][0] <= report.extra["hi"][0]  # where: the box
@@ -122,7 +122,7 @@ def test_a_raising_estimator_names_draw_chain_and_point(mode):
             pm.sample(draws=300, tune=300, chains=1, step=step, random_seed=1, **_QUIET)
     message = str(info.value)
     assert isinstance(info.value, SamplingError)
-    assert "at draw" in message and "of chain 0" in message and "{mu:" in message
+    assert "at draw" in message and "of this chain" in message and "{mu:" in message
     assert "on_error='reject'" in message
     # the user's exception is the cause (PyTensor re-raises it with the same type)
     assert isinstance(info.value.__cause__, FloatingPointError)
@@ -251,29 +251,31 @@ BAD_INIT = {"model": (-1.0, None), "per-chain initvals": (0.5, [{"a": 0.5}, {"a"
 @pytest.mark.parametrize("where", list(BAD_INIT))
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_bad_initial_point_with_two_cores_is_a_sampling_error(name, where):
-    """PyMC's ``test_bad_init_parallel`` with our step as ``step=``: a ``SamplingError`` in
-    the main process (not PyMC's ``ParallelSamplingError`` wrapper) with PyMC's message:
-    the starting values and the terms whose log density is not finite, and the chain."""
+    """PyMC's ``test_bad_init_parallel`` with our step as ``step=``: what PyMC raises for a
+    ``SamplingError`` of a chain's process (``pm.NUTS``' too), its ``ParallelSamplingError``
+    naming the chain, from our :class:`StartError` with PyMC's message: the starting values
+    and the terms whose log density is not finite."""
     initval, initvals = BAD_INIT[where]
     with pm.Model():
         pm.HalfNormal("a", sigma=1, initval=initval, default_transform=None)
         step = SAMPLERS[name]()
-        with pytest.raises(SamplingError, match="Initial evaluation") as info:
+        with pytest.raises(ParallelSamplingError, match="Initial evaluation") as info:
             pm.sample(draws=20, tune=20, chains=2, cores=2, step=step, random_seed=1,
                       initvals=initvals, **_QUIET)
-    assert not isinstance(info.value, ParallelSamplingError)
-    message = str(info.value)
+    error = info.value.__cause__
+    assert type(error) is StartError and isinstance(error, SamplingError)
+    message = str(error)
     assert "{'a': array(-1.)}" in message and "{'a': " in message.split("Logp")[1]
     assert "-inf" in message.split("Logp")[1]
-    if initvals is not None:
-        assert "at the start of chain 1" in message
-    # the chain process's traceback comes along, as in PyMC's wrapper
-    assert "_raise_bad_start" in str(info.value.__cause__)
+    if initvals is not None:  # PyMC's wrapper names the chain
+        assert str(info.value).startswith("Chain 1 failed with: ")
+    # the chain process's traceback comes along, as PyMC attaches it
+    assert "_raise_bad_start" in str(error.__cause__)
 
 
-def test_a_start_error_unpickles_as_an_exception_elsewhere():
-    """Only PyMC's parallel sampler receiving it makes the error raise itself: a pickled
-    copy elsewhere (e.g. a Dask client) is an ordinary exception."""
+def test_a_start_error_pickles_as_an_exception():
+    """A pickled copy (PyMC's pipe from a chain's process, a Dask client) is the same
+    ordinary exception: nothing raises while it is unpickled."""
     error = StartError("Initial evaluation of model at starting point failed!")
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is StartError and copy.args == error.args
@@ -283,8 +285,9 @@ def test_a_start_error_unpickles_as_an_exception_elsewhere():
 @pytest.mark.parametrize("cls", [KameleonStep, FastKameleonStep])
 def test_tuned_scaling_of_the_last_tuning_draw_is_the_one_in_use(cls):
     """PyMC's ``test_tuning_reset`` pattern: the last tuning draw reports the value every
-    later draw uses.  tune=600 on PyMC 5 (no tuning length told) cuts the gamma trials
-    short, the case where the choice at ``stop_tuning`` changed the value unreported."""
+    later draw uses.  tune=400 on PyMC 5 (the step plans for 1000 tuning draws) cuts the
+    gamma trials short, the case where the choice at ``stop_tuning`` changed the value
+    unreported."""
     with pm.Model() as model:
         pm.Normal("x", 0.0, 2.0, shape=3)
     idata = sample(model, lambda: cls(warmup_draws=300), draws=50, tune=400, chains=1,

@@ -430,8 +430,8 @@ def test_a_warning_when_tuning_ends_inside_the_warm_up(gauss, sampler):
     assert len(hits) == int(kernel)
     if kernel:
         assert hits[0].startswith(f"{sampler.cls.__name__}('x',): tuning ended after 1 draw,")
-    # the warm-up is half of tune on both majors (PyMC 5: read from its chain loop), so
+    # the warm-up is half of tune on both majors (PyMC 5: given as tune_draws), so
     # tune=300 reaches the sampler: no warning
-    assert _warm_up_warnings(gauss, sampler, tune=300) == []
-    assert _warm_up_warnings(gauss, sampler, tune=510) == []  # warm-up 500 or 255 draws
+    assert _warm_up_warnings(gauss, sampler, tune=300, tune_draws=300) == []
+    assert _warm_up_warnings(gauss, sampler, tune=510, tune_draws=510) == []  # warm-up 255
     assert _warm_up_warnings(gauss, sampler, tune=20, warmup_draws=50) == []

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from ..compat import pareto_khat
 from ..math.importance import kish_ess, resample_indices
 from ..math.mixture import GaussianMixture
 from ..math.whitening import AffineMap
@@ -105,8 +106,6 @@ class Correction:
 
     def summary(self) -> tuple[float, float, float]:
         """Kish's ESS, Pareto's k-hat and the log evidence of the weighted sample."""
-        from ..compat import pareto_khat
-
         _, _, _, log_w = self.pool.weighted()
         finite = np.isfinite(log_w)
         if not finite.any():

@@ -30,11 +30,11 @@ from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import MAX_FACTOR
-from ..pseudo_marginal import find_estimators, reseed_estimators
+from ..pseudo_marginal import compiling_for, find_estimators, reseed_estimators
 from .chain import PHASES, Chain
 from .density import LogDensity, compile_block_logp
 from .evaluations import FailedEvaluations, check_on_error
-from .messages import discrete_message, sampler_never_started
+from .messages import discrete_message, sampler_never_started, tuning_draws_warning
 from .metropolis import StepMetropolis
 from .progress import ProgressColumns
 from .records import BASE_STATS, StepInfo
@@ -68,6 +68,12 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     warmup_draws : int, optional
         Tuning draws of the warm-up, the preconditioned random walk that learns the
         posterior's location and scale (default: half of ``tune``, else 500).
+    tune_draws : int, optional
+        The number of tuning draws of ``pm.sample`` (its ``tune``), which sets the
+        warm-up's length and the later adaptation's schedule.  PyMC 6 tells the step itself
+        (its number wins); PyMC 5 does not, so give it there when ``tune`` is not
+        ``pm.sample``'s default 1000: without it the step assumes 1000, and warns at the end
+        of tuning when the chain tuned for another number of draws.
     laplace : bool, optional
         Start the warm-up from a gradient-free Laplace approximation where it describes the
         target (docs/tuning.md, "Where the warm-up starts").  Default: for a deterministic
@@ -85,7 +91,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)
-        naming the draw, chain and point, or a rejection counted in the stat ``n_errors``
+        naming the draw and the point, or a rejection counted in the stat ``n_errors``
         and reported once per chain.  NaN is always a counted rejection (``n_nan``),
         ``-inf`` a silent one (docs/robustness.md).
     callback : callable, optional
@@ -106,7 +112,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     #: Step keeps the stored log density of the current point (exact for estimators).
     exact_for_pseudo_marginal = True
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = BASE_STATS
-    _state_class = KernelStepState
+    state_class = KernelStepState  # PyMC reads it through compat.StepHooks
 
     def __new__(cls, *args, **kwargs):
         # PyMC's BlockedStep.__new__ takes every value variable when none are given (with
@@ -128,6 +134,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         n_steps: int | None = None,
         max_work_factor: float = MAX_FACTOR,
         warmup_draws: int | None = None,
+        tune_draws: int | None = None,
         laplace: bool | None = None,
         laplace_starts: int = 4,
         laplace_max_evals: int | None = None,
@@ -150,8 +157,9 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
             raise ValueError(discrete_message(type(self).__name__, vars))
         if not vars:
             raise ValueError(f"{type(self).__name__}: no continuous variables to sample")
-        self._logp_fn, shared, self.dim = compile_block_logp(model, vars, initial_point,
-                                                              compile_kwargs)
+        with compiling_for(self):  # it stores the current estimate: no estimator warning
+            self._logp_fn, shared, self.dim = compile_block_logp(model, vars, initial_point,
+                                                                  compile_kwargs)
         if self.dim == 0:
             raise ValueError(f"{type(self).__name__}: the variables {[v.name for v in vars]} "
                              "have no elements (size 0): nothing to sample")
@@ -180,12 +188,13 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                             warmup_draws=warmup_draws, n_steps=n_steps,
                             max_work_factor=max_work_factor, laplace=laplace,
                             laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals,
-                            screen=screen)
+                            screen=screen, tune_draws=tune_draws)
         self.reset_tuning()
 
     # ------------------------------------------------------------------ public reads
     # the chain's settings, as given
     warmup_draws = property(lambda self: self._chain.warmup_draws)
+    tune_draws = property(lambda self: self._chain.tune_draws)
     laplace = property(lambda self: self._chain.laplace)
     laplace_starts = property(lambda self: self._chain.laplace_starts)
     laplace_max_evals = property(lambda self: self._chain.laplace_max_evals)
@@ -274,12 +283,15 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         """PyMC >= 6: prepare one chain (generator, estimators, number of tuning draws)."""
         self.set_rng(rng)
-        self._chain.tune, self._chain.draws = int(tune), int(tune) + int(draws)
+        self._chain.tell(tune, draws)
 
     def stop_tuning(self) -> None:
         """End tuning: everything adaptive is frozen from now on."""
         if self.tune:
             chain = self._chain
+            ran = chain.tuning_mismatch()  # PyMC 5: the assumed number of tuning draws
+            if ran is not None:
+                tuning_draws_warning(type(self).__name__, self.var_names, ran, chain.tune)
             # the default warm-up took all of tuning: the user asked for another sampler
             if (len(chain.kernels) > 1 and self.warmup_draws is None
                     and chain.record.phase == 0 and chain.record.x is not None):

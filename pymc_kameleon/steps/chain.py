@@ -23,7 +23,7 @@ from ..adaptation.kernel import DrawContext, Kernel, Metropolis
 from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
 from ..adaptation.work import MAX_FACTOR, WorkPerDraw
-from ..compat import caller_chain, caller_tuning_draws
+from ..compat import assumed_tuning_draws
 from ..validation import check_at_least, check_integral
 from .density import LogDensity
 from .messages import work_bound_warning
@@ -73,7 +73,8 @@ class Chain:
         Finds the chain's start at its first draw.
     point_sync : PointSync
         The stored values shared with the model's other steps.
-    warmup_draws, n_steps, max_work_factor, laplace, laplace_starts, laplace_max_evals
+    warmup_draws, n_steps, max_work_factor, laplace, laplace_starts, laplace_max_evals,
+    tune_draws
         The step's settings (see :class:`~.base.BaseKernelStep`).
     screen : SurrogateScreen, optional
         The surrogate screen in front of every Metropolis-Hastings decision.
@@ -84,7 +85,8 @@ class Chain:
                  n_steps: int | None, laplace: bool | None, laplace_starts: int,
                  max_work_factor: float = MAX_FACTOR,
                  laplace_max_evals: int | None = None,
-                 screen: bool | SurrogateScreen | None = None):
+                 screen: bool | SurrogateScreen | None = None,
+                 tune_draws: int | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws = _integral_or_none("warmup_draws", warmup_draws)
@@ -96,8 +98,13 @@ class Chain:
         if not isinstance(screen, SurrogateScreen):
             screen = SurrogateScreen() if screen else None
         self.screen = screen
-        self.tune: int | None = None  # tuning draws, when PyMC tells the step
+        self.tune_draws = (None if tune_draws is None
+                           else check_integral("tune_draws", tune_draws, minimum=0))
+        self.tune: int | None = None  # tuning draws: told by PyMC 6, else tune_draws/assumed
         self.draws: int | None = None  # tuning + posterior draws, when PyMC tells the step
+        self.told = False  # PyMC told the number of tuning draws (setup_chain)
+        self.assumed = False  # self.tune is pm.sample's default, assumed (PyMC 5)
+        self.warned_tune = False  # the warning that the assumption was wrong was given
         self.reset()
 
     @property
@@ -109,6 +116,24 @@ class Chain:
     def length(self) -> int:
         """Draws of the warm-up."""
         return warmup_length(self.warmup_draws, self.tune)
+
+    def tell(self, tune: int, draws: int) -> None:
+        """PyMC 6's ``setup_chain``: the chain's tuning and posterior draws (wins over
+        ``tune_draws``)."""
+        self.tune, self.draws = int(tune), int(tune) + int(draws)
+        self.told, self.assumed = True, False
+
+    def tuning_mismatch(self) -> int | None:
+        """At the end of tuning: the tuning draws the chain ran, if the step assumed
+        another number (PyMC 5 without ``tune_draws``) and has not said so yet; else None.
+
+        A chain that ran none (``tune=0``) learned nothing, so no assumption mattered.
+        """
+        ran = self.record.draw
+        if not self.assumed or self.warned_tune or self.record.x is None or ran == self.tune:
+            return None
+        self.warned_tune = True
+        return ran
 
     def reset(self) -> None:
         """A fresh chain: no point, the sampler's kernel in its initial state."""
@@ -185,9 +210,11 @@ class Chain:
             round=self.density.round, rng=rng, stored=stored, tune=tune, laplace=laplace,
             laplace_starts=self.laplace_starts, laplace_max_evals=self.laplace_max_evals,
             point=point, point_map_info=q0.point_map_info)
-        caller_tune = caller_tuning_draws() if tune else None  # PyMC 5: from its chain loop
-        if caller_tune is not None:
-            self.tune = caller_tune
+        if tune and not self.told:  # PyMC 5 (or a chain driven by hand): not told
+            planned = assumed_tuning_draws(self.tune_draws)
+            if planned is not None:
+                self.tune = planned
+                self.assumed = self.tune_draws is None  # pm.sample's default (PyMC 5)
         work = (WorkPerDraw.schedule(self.tune, self.length, self.max_work_factor)
                 if tune and self.n_steps_given is None else None)
         w.begin(res, key, walk.init(), work)
@@ -246,5 +273,5 @@ class Chain:
             w.work_factor = work.final(target)
             if work.bound_reached:
                 w.reports.append(work_bound_warning(
-                    self.density.name, caller_chain() or "this chain", work.asked,
-                    work.max_factor, self.n_steps(False), work.tau))
+                    self.density.name, work.asked, work.max_factor, self.n_steps(False),
+                    work.tau))

@@ -11,14 +11,11 @@ finite at a chain's starting point stops sampling with :class:`StartError`.
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
 from pymc.exceptions import SamplingError
 from pymc.stats.convergence import SamplerWarning, WarningType
-
-from ..compat import caller_chain, receiving_parallel_draw
 
 __all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "StartError", "check_on_error"]
 
@@ -29,7 +26,7 @@ ON_ERROR = ("raise", "reject")
 class LogDensityError(SamplingError):
     """The model's log density raised during sampling (``on_error="raise"``).
 
-    The message names the draw, the chain and the point; the user's exception is the
+    The message names the chain's draw and the point; the user's exception is the
     ``__cause__`` (as PyTensor re-raised it: same type, message extended with the Op).
     A subclass of PyMC's :class:`~pymc.exceptions.SamplingError`.
     """
@@ -39,39 +36,18 @@ class StartError(SamplingError):
     """The model's log density is not finite at a chain's starting point.
 
     Raised at the first draw of the chain, with PyMC's message (the starting values and
-    the terms of the log density that are not finite) and the chain.  A subclass of PyMC's
-    :class:`~pymc.exceptions.SamplingError`, also with ``pm.sample(cores=2)``: PyMC wraps
-    an error sent by a chain's process in ``ParallelSamplingError``, so this one raises
-    itself in the main process while it is received there (see
-    :func:`pymc_kameleon.compat.receiving_parallel_draw`), with the chain process's
-    traceback as its ``__cause__``.  Elsewhere (e.g. a Dask client) it unpickles as an
-    ordinary exception.
+    the terms of the log density that are not finite).  A subclass of PyMC's
+    :class:`~pymc.exceptions.SamplingError`.  With ``pm.sample(cores=2)`` it is raised in
+    the chain's process, and PyMC raises its ``ParallelSamplingError`` ("Chain N failed
+    with: ...") from it, as for every ``SamplingError`` of a chain (``pm.NUTS``' included):
+    the ``__cause__`` is this error, whose own ``__cause__`` holds the chain process's
+    traceback.
     """
 
     @classmethod
     def at_start(cls, step: str, message: str) -> StartError:
-        """The error of ``step`` (its name and variables), naming the chain if known."""
-        return cls(f"{message}\n{step}: at the start of {caller_chain() or 'the chain'}.")
-
-    def __reduce__(self):
-        remote = "".join(traceback.format_exception(type(self), self, self.__traceback__))
-        return _rebuild_start_error, (type(self), self.args, remote)
-
-
-class ChainProcessTraceback(Exception):
-    """The traceback of an error in a chain's process (the ``__cause__`` of the error)."""
-
-    def __str__(self) -> str:
-        return f"\n\"\"\"\n{self.args[0]}\"\"\""
-
-
-def _rebuild_start_error(cls: type[StartError], args: tuple, remote: str) -> StartError:
-    """Unpickle a :class:`StartError`; raise it if PyMC's parallel sampler is receiving it
-    from a chain's process (it would otherwise become a ``ParallelSamplingError``)."""
-    error = cls(*args)
-    if receiving_parallel_draw():
-        raise error from ChainProcessTraceback(remote)
-    return error
+        """The error of ``step`` (its name and variables)."""
+        return cls(f"{message}\n{step}: at the start of the chain.")
 
 
 def check_on_error(value: str) -> str:
@@ -143,9 +119,8 @@ class FailedEvaluations:
             what.append(f"an exception at {self.n_errors} evaluation"
                         f"{'s' * (self.n_errors > 1)} (on_error='reject'; the first: "
                         f"{self.first_error})")
-        chain = caller_chain() or "this chain"
-        so_far = f"in {chain}" if n_draws is not None else (
-            f"by draw {self.draw - 1} of {chain} (later ones are only counted)")
+        so_far = "in this chain" if n_draws is not None else (
+            f"by draw {self.draw - 1} of this chain (later ones are only counted)")
         message = (
             f"{step}: the log density gave {' and '.join(what)} {so_far}. "
             "Each was a rejected proposal, so the chain samples the posterior restricted "
@@ -162,7 +137,7 @@ class FailedEvaluations:
         """Message of the :class:`LogDensityError` for a failure at ``x`` now."""
         phase = "tuning" if tune else "after tuning"
         return (f"{step}: the log density raised at draw {self.draw} ({phase}, counting "
-                f"from 0 with the tuning draws) of {caller_chain() or 'this chain'}, at the point "
+                "from 0 with the tuning draws) of this chain, at the point "
                 f"{_format(x, info)}.  Pass on_error='reject' to the step to count such "
                 "failures as rejected proposals (this changes the target: "
                 "docs/robustness.md).")

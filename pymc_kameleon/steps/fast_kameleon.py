@@ -64,7 +64,7 @@ class FastKameleonStep(LocalGaussianStep):
     adaptation_class : type, default FastKameleonAdaptation
         The kernel built from the parameters above (a subclass changes a rule, e.g.
         ``bandwidth_tolerance``).
-    n_steps, max_work_factor, warmup_draws, laplace, on_error, callback, logp_wrapper
+    n_steps, max_work_factor, warmup_draws, tune_draws, laplace, on_error, callback, logp_wrapper
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.

@@ -63,7 +63,7 @@ class KameleonStep(LocalGaussianStep):
         neck, a curved tail) hold more of its points; ``beta = 1`` spreads them evenly.
     adaptation_class : type, default KameleonAdaptation
         The kernel built from the parameters above (a subclass changes a rule).
-    n_steps, max_work_factor, warmup_draws, laplace, on_error, callback, logp_wrapper
+    n_steps, max_work_factor, warmup_draws, tune_draws, laplace, on_error, callback, logp_wrapper
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.

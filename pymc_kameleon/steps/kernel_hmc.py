@@ -62,7 +62,7 @@ class KernelHMCStep(BaseKernelStep):
         (stat ``n_diverged``); default ``10 (1 + sqrt(d))``, ``inf``: no bound.
     adaptation_class : type, default KernelHMCAdaptation
         The kernel built from the parameters above (a subclass changes a rule).
-    n_steps, max_work_factor, warmup_draws, laplace, on_error, callback, logp_wrapper
+    n_steps, max_work_factor, warmup_draws, tune_draws, laplace, on_error, callback, logp_wrapper
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.

@@ -8,7 +8,8 @@ import warnings
 from pymc.stats.convergence import SamplerWarning, WarningType
 from pymc.vartypes import discrete_types
 
-__all__ = ["discrete_message", "sampler_never_started", "work_bound_warning"]
+__all__ = ["discrete_message", "sampler_never_started", "tuning_draws_warning",
+           "work_bound_warning"]
 
 
 def discrete_message(name: str, vars) -> str:
@@ -35,7 +36,20 @@ def sampler_never_started(name: str, var_names, draw: int, length: int,
         "the number of tuning draws.", UserWarning, stacklevel=2)
 
 
-def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_steps: int,
+def tuning_draws_warning(name: str, var_names, ran: int, assumed: int) -> None:
+    """A ``UserWarning`` that a chain ran ``ran`` tuning draws where the step, not told the
+    number (PyMC 5), planned its tuning for ``assumed`` (``pm.sample``'s default)."""
+    plural = "" if ran == 1 else "s"
+    warnings.warn(
+        f"{name}{list(var_names)}: this chain ran {ran} tuning draw{plural}, but PyMC 5 does not "
+        f"tell a step how many, so the step planned its tuning for {assumed} "
+        f"(pm.sample's default tune={assumed}): its warm-up took half of {assumed} draws "
+        "and its later adaptation was scheduled for the rest.  Pass "
+        f"tune_draws={ran} to the step (the tune given to pm.sample).",
+        UserWarning, stacklevel=2)
+
+
+def work_bound_warning(name: str, asked: float, bound: float, n_steps: int,
                        tau: float) -> SamplerWarning:
     """The report (PyMC's ``warning`` stat) that the autocorrelation late in tuning asked for
     ``asked`` times the default iterations per draw, more than the ``bound`` the chain now
@@ -45,7 +59,7 @@ def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_step
     draw")."""
     if math.isfinite(asked):
         message = (
-            f"{name}: in {chain} the draws' autocorrelation late in tuning asked for at "
+            f"{name}: in this chain the draws' autocorrelation late in tuning asked for at "
             f"least {asked:.1f} times the default iterations per draw, more than the bound "
             f"({bound:g} times, {n_steps} iterations per draw).  At the bound each draw is "
             f"autocorrelated over at least {tau / bound:.1f} draws, so the bulk ESS will be "
@@ -55,7 +69,7 @@ def work_bound_warning(name: str, chain: str, asked: float, bound: float, n_step
             "reparameterisation that makes the posterior closer to Gaussian helps most.")
     else:
         message = (
-            f"{name}: in {chain} a coordinate did not move in the last tuning draws, so the "
+            f"{name}: in this chain a coordinate did not move in the last tuning draws, so the "
             f"work per draw stays at its bound ({bound:g} times, {n_steps} iterations per "
             "draw) and the chain may be stuck.  Check the start and the model, or tune "
             "longer.")

@@ -13,13 +13,16 @@ from collections.abc import Callable, Sequence
 from rich.progress import TextColumn
 from rich.table import Column
 
+from ..compat import StepHooks
+
 __all__ = ["ProgressColumns", "progress_text", "progress_update", "progressbar_config"]
 
 Columns = Sequence[tuple[str, str]]
 
 
 def progressbar_config(columns: Columns, n_chains: int = 1) -> tuple[list, dict]:
-    """PyMC's ``_progressbar_config``: the rich columns and the initial cells."""
+    """The progress bar's rich columns and their initial cells, as PyMC asks a step class
+    for them (:class:`~pymc_kameleon.compat.StepHooks`)."""
     out = [TextColumn(f"{{task.fields[{stat}]}}", table_column=Column(header, ratio=1))
            for stat, header in columns]
     stats = {stat: [progress_text(stat, 0.0, False)] * n_chains for stat, _ in columns}
@@ -46,16 +49,18 @@ def progress_text(stat: str, value: float, tune: bool) -> str:
     return f"{value:0.2f}" if stat == "accept" else f"{value:0.3g}"
 
 
-class ProgressColumns:
+class ProgressColumns(StepHooks):
     """PyMC's progress-bar hooks of a step class, from its ``progress_columns``."""
 
     #: (stat name, progress bar header) pairs shown during sampling.
     progress_columns: tuple[tuple[str, str], ...] = (("accept", "Accept"),)
 
     @classmethod
-    def _progressbar_config(cls, n_chains=1):
+    def progress_config(cls, n_chains: int = 1) -> tuple[list, dict]:
+        """The progress bar's columns and their initial cells for ``n_chains`` chains."""
         return progressbar_config(cls.progress_columns, n_chains)
 
     @classmethod
-    def _make_progressbar_update_functions(cls):
+    def progress_update_functions(cls) -> tuple[Callable[[dict], dict[str, str]]]:
+        """The function from a draw's stats to the cells' text, in a tuple."""
         return (progress_update(cls.progress_columns),)

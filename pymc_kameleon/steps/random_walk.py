@@ -51,7 +51,7 @@ class RandomWalkStep(BaseKernelStep):
         instead (a symmetric mixture of two Gaussians, plain Metropolis ratio, one
         evaluation; default None: off).  The scale adapts on the iterations with the full
         scale only.  Not together with ``delayed_rejection``.
-    n_steps, max_work_factor, warmup_draws, laplace, on_error, callback, logp_wrapper
+    n_steps, max_work_factor, warmup_draws, tune_draws, laplace, on_error, callback, logp_wrapper
         See :class:`~pymc_kameleon.steps.base.BaseKernelStep`.
     model, rng, initial_point, compile_kwargs, blocked
         As for every PyMC step method.

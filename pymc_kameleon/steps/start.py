@@ -26,6 +26,7 @@ from pymc.initial_point import make_initial_point_fn
 from scipy.special import logsumexp
 
 from ..adaptation.laplace import laplace_start
+from ..pseudo_marginal import compiling_for
 from .evaluations import StartError
 
 __all__ = ["ChainStart", "StartResult", "searching"]
@@ -123,6 +124,10 @@ class ChainStart:
         Whether the log density holds likelihood estimators (noisy by construction).
     """
 
+    #: Its evaluations of the model are one-off checks of the start, not a chain's moves,
+    #: so compiling an estimator for them warns of nothing (``compiling_for``).
+    exact_for_pseudo_marginal = True
+
     def __init__(self, model, vars, *, name: str = "", estimators: bool = False):
         self.model = model
         self.vars = list(vars)
@@ -201,7 +206,8 @@ class ChainStart:
             again, evals = logp(x), evals + 1
             noisy = noisy or not _same(again, value)
         if not np.isfinite(value):
-            _raise_bad_start(self.model, self.name, x, point, point_map_info)
+            with compiling_for(self):
+                _raise_bad_start(self.model, self.name, x, point, point_map_info)
         if self.estimators:
             noisy = True  # a likelihood estimator is noisy by construction
         elif tune and not noisy:
