@@ -472,3 +472,15 @@ def test_attrs_hold_the_evaluations_of_every_chain(cheap, cores):
     assert len(per_chain) == 3 and min(per_chain) > 0
     assert stats.attrs["n_evals_chains"] == 3
     assert stats.attrs["n_evals_total"] == sum(per_chain)
+
+
+def test_likelihood_estimators_compile_without_the_inexact_sampler_warning():
+    """KameleonSMC keeps every particle's estimate, so compiling (and PyMC's per-chain
+    copies of) the log density for it raises no PseudoMarginalWarning."""
+    import warnings
+
+    from pymc_kameleon import PseudoMarginalWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PseudoMarginalWarning)
+        _smc(_noisy_model(0.5), draws=100, chains=2)

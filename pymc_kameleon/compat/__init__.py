@@ -15,7 +15,9 @@ here (and, for likelihood-estimator Ops in compiled graphs, in
 * :mod:`~pymc_kameleon.compat.arviz`: ``pm.sample``'s results (:func:`as_dataset`,
   :func:`group_dataset`, :func:`max_rhat`, :func:`summary_table`) and Pareto's k-hat of
   importance weights (:func:`pareto_khat`);
-* :mod:`~pymc_kameleon.compat.futures`: the number of workers of an executor.
+* :mod:`~pymc_kameleon.compat.futures`: the number of workers of an executor;
+* :mod:`~pymc_kameleon.compat.smc`: PyMC's SMC kernel internals that ``KameleonSMC``
+  relies on (:class:`~pymc_kameleon.compat.smc.SeamedSMCKernel`; imported from there).
 
 Every name is importable from ``pymc_kameleon.compat`` itself.  Nothing here reads the call
 stack: what a step needs to know it is told (``setup_chain``) or given (``tune_draws``).

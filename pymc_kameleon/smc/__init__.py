@@ -8,7 +8,8 @@ from the stage's particle system (see ``docs/smc.md``).
 
 The parts, each a module a reader can change on its own: :mod:`.kernel` (PyMC's hooks),
 :mod:`.options`, :mod:`.prior` (the start), :mod:`.evaluation` (batches, counts, budget),
-:mod:`.report` (warnings, progress bar, settings) and :mod:`.pymc_seam` (PyMC's internals);
+:mod:`.report` (warnings, progress bar, settings), :mod:`.emulated` (the emulator mode
+and recycled draws), with PyMC's internals in :mod:`pymc_kameleon.compat.smc`;
 the population moves, free of PyMC, are :mod:`pymc_kameleon.particles` (the stage's
 proposal and move, the stage rules, take-last and waste-free stages, recycling).
 

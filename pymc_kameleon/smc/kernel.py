@@ -18,13 +18,14 @@ from pymc.model import modelcontext
 from pymc.pytensorf import floatX
 
 from ..adaptation.robbins_monro import log_scale_step
+from ..compat.smc import SeamedSMCKernel
 from ..emulator import EmulatorSettings
 from ..parallel import BatchEvaluator, dumps
 from ..particles.mutation import Mutation
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
 from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
-from ..pseudo_marginal import reseed_estimators
+from ..pseudo_marginal import compiling_for, reseed_estimators
 from ..run_settings import RunSettings
 from .emulated import EMULATOR_STATS, EmulatorMode, take_recycled
 from .evaluation import Evaluations, vectorised_logp
@@ -37,7 +38,6 @@ from .prior import (
     sorted_ordered_draws,
     value_transforms,
 )
-from .pymc_seam import SeamedSMCKernel
 from .report import (
     STATS,
     progressbar_config,
@@ -128,13 +128,16 @@ class KameleonSMC(SeamedSMCKernel):
     """
 
     stats_dtypes_shapes: dict[str, tuple[type, list]] = STATS
+    #: every particle stores its likelihood estimate, never re-estimated
+    exact_for_pseudo_marginal = True
 
     def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
                  rules: StageRules | None = None, move: MixtureMove | None = None,
                  callback=None, emulator: bool | EmulatorSettings = False, **kwargs):
         check_proper_priors(kwargs.get("model"))
         self.options = options = SMCOptions.pop_from(kwargs)
-        super().__init__(*args, **kwargs)
+        with compiling_for(self):  # each particle keeps its estimate: exact (no warning)
+            super().__init__(*args, **kwargs)
         options.check(self.draws)
         self.executor, self.callback = executor, callback
         self.rules = StageRules.from_options(options) if rules is None else rules
@@ -145,8 +148,9 @@ class KameleonSMC(SeamedSMCKernel):
         expression = prior_draws_replace_initvals(model)
         if expression is not None:
             self.set_prior_expression(expression)
-        self._batched = (vectorised_logp(model, self.variables, kwargs.get("compile_kwargs"))
-                         if vectorize else None)
+        with compiling_for(self):
+            self._batched = (vectorised_logp(model, self.variables,
+                                             kwargs.get("compile_kwargs")) if vectorize else None)
         self.evaluations: Evaluations | None = None  # the chain's, from its start on
         self.emulator = EmulatorSettings() if emulator is True else (emulator or None)
         if self.emulator is not None:
@@ -168,7 +172,8 @@ class KameleonSMC(SeamedSMCKernel):
     # ------------------------------------------------------------------ PyMC hooks
     def set_rng(self, rng: np.random.Generator) -> None:
         """PyMC's per-chain generator swap, plus fresh seeds for likelihood estimators."""
-        super().set_rng(rng)
+        with compiling_for(self):  # PyMC copies the compiled functions
+            super().set_rng(rng)
         reseed_estimators(self.likelihood_logp_func, rng)
 
     def initialize_population(self) -> dict[str, np.ndarray]:
@@ -257,9 +262,9 @@ class KameleonSMC(SeamedSMCKernel):
         """Per stage; the first stage's evaluations count the prior draws too."""
         return stage_stats(self)
 
-    _progressbar_config = staticmethod(progressbar_config)
+    progress_config = staticmethod(progressbar_config)
 
-    def _make_progressbar_update_functions(self):
+    def progress_update_functions(self) -> tuple:
         return (progressbar_update(self),)
 
     def sample_settings(self) -> RunSettings:

@@ -1,11 +1,13 @@
-"""The two places where KameleonSMC relies on PyMC's SMC internals.
+"""The places where KameleonSMC relies on PyMC's SMC internals.
 
 PyMC's :class:`~pymc.smc.kernels.SMC_KERNEL` evaluates the starting particles one after the
 other in ``_initialize_kernel``, which its documentation asks subclasses not to override,
-and draws them from the private ``_prior_expression``.  KameleonSMC needs the start's
-evaluations as one batch (on the user's executor) and prior draws where PyMC would use an
-``initval``: :class:`SeamedSMCKernel` is the one class that touches both, for PyMC 5 and 6
-alike (read for PyMC 5.28 and 6.x).
+draws them from the private ``_prior_expression``, and builds the progress bar's columns
+with the private ``_progressbar_config`` and ``_make_progressbar_update_functions``.
+KameleonSMC needs the start's evaluations as one batch (on the user's executor), prior
+draws where PyMC would use an ``initval``, and its evaluations on the progress bar:
+:class:`SeamedSMCKernel` is the one class that touches all of them, for PyMC 5 and 6 alike
+(read for PyMC 5.28 and 6.x).
 """
 
 from __future__ import annotations
@@ -19,7 +21,24 @@ __all__ = ["SeamedSMCKernel"]
 
 
 class SeamedSMCKernel(SMC_KERNEL):
-    """PyMC's SMC kernel with the start evaluated by :meth:`evaluate_start`."""
+    """PyMC's SMC kernel with the start evaluated by :meth:`evaluate_start` and the progress
+    bar's columns from :meth:`progress_config` and :meth:`progress_update_functions`."""
+
+    @staticmethod
+    def progress_config(n_chains: int = 1) -> tuple[list, dict]:
+        """The progress bar's columns and their initial cells (PyMC's by default)."""
+        return SMC_KERNEL._progressbar_config(n_chains)
+
+    def progress_update_functions(self) -> tuple:
+        """Functions from a stage's stats to the cells' text (PyMC's by default)."""
+        return SMC_KERNEL._make_progressbar_update_functions(self)
+
+    @classmethod
+    def _progressbar_config(cls, n_chains: int = 1):
+        return cls.progress_config(n_chains)
+
+    def _make_progressbar_update_functions(self):
+        return self.progress_update_functions()
 
     def evaluate_start(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The prior and likelihood terms at the starting particles (the rows of ``X``)."""
