@@ -57,6 +57,10 @@ class EmulatorSettings:
         True evaluations of the planned rounds (default ``1.5`` times the draws).
     max_extra_rounds : int
         Rounds added while k-hat or Kish's ESS fall short.
+    max_restarts : int
+        Times a correction whose weights collapse (Kish's ESS below ``2 d`` after a round,
+        or unreliable after the extra rounds) hands its evaluations to the design and the
+        design resumes, before the run falls back.
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
@@ -65,7 +69,7 @@ class EmulatorSettings:
     window : float
         Points more than this many nats below the best are not fitted.
     laplace_starts : int
-        Dispersed starts of the mode search.
+        Starts of the mode search besides the best prior draw (the next best ones).
     widen, defensive_weight, defensive_df, defensive_scale : float
         The correction's proposal: mixture covariances widened by ``widen`` (sd factor),
         a Student-t with ``defensive_df`` degrees of freedom and scale
@@ -83,11 +87,12 @@ class EmulatorSettings:
     correction_rounds: int = 6
     correction_size: int | None = None
     max_extra_rounds: int = 4
+    max_restarts: int = 2
     max_khat: float = 0.7
     min_ess: float = 0.5
     max_dim: int = 12
     window: float = 40.0
-    laplace_starts: int = 2
+    laplace_starts: int = 3
     widen: float = 1.2
     defensive_weight: float = 0.2
     defensive_df: float = 5.0
@@ -134,6 +139,8 @@ class EmulatorRun:
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     extra: int = 0  # correction rounds added
+    restarts: int = 0  # corrections handed back to the design
+    design_rounds: int = 0  # rounds of the design since it (re)started
     # the tempering on the emulator starts every round from the same prior draws with the
     # same random numbers, so that its posterior moves between rounds with the emulator,
     # not with Monte Carlo noise (the design's stopping rule compares them)
@@ -187,57 +194,97 @@ class EmulatorRun:
         d, s = self.problem.dim, self.settings
         if d > s.max_dim:
             return self._fall_back(f"dimension {d} > max_dim={s.max_dim}")
-        n0 = max(self._n(s.n_initial, 10) // 5, 2)
-        self._evaluate(self.problem.prior_draws(n0))
+        # one batch of prior draws, the first design's share of them; the search starts
+        # from the best few (one optimisation from one point can end in a spurious mode)
+        self._evaluate(self.problem.prior_draws(max(self._n(s.n_initial, 10) // 2, 2)))
         X, logp = self.points()
         order = np.argsort(-np.where(np.isfinite(logp), logp, -np.inf))
         if not np.isfinite(logp[order[0]]):
             return self._fall_back("no prior draw has a finite log density")
+        modes = self._modes([X[i] for i in order[:1 + s.laplace_starts]
+                             if np.isfinite(logp[i])])
+        if not modes:  # a Gaussian that does not describe the target still serves as
+            return self._fall_back("the mode search found no usable mode")  # a mean
+        self.emulator = LogDensityEmulator(modes, s.window)
+        self._evaluate(initial_design(modes, self.problem.prior_draws,
+                                      self._n(s.n_initial, 10) - len(X), self.rng,
+                                      prior_share=0.0))
+        self._fit()
+        self.phase = "design"
+
+    def _modes(self, starts: list[np.ndarray]) -> list[Mode]:
+        """The distinct modes the searches from ``starts`` found, best first: those whose
+        mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
+        d = self.problem.dim
+
         def logp_one(x: np.ndarray) -> float:  # the search's points are not fitted: they
             prior, lik = self._terms(x[None, :])  # crowd the mode
             return float(prior[0] + lik[0])
 
-        starts = [X[i] for i in order[1:1 + s.laplace_starts] if np.isfinite(logp[i])]
-        res = laplace_start(logp_one, X[order[0]], 50 * (d + 1), starts=starts)
-        cov = res.cov if res.cov is not None else res.hessian_cov
-        if cov is None:  # a Gaussian that does not describe the target still serves as
-            return self._fall_back("the mode search found no usable mode")  # a mean
-        mode = Mode(np.asarray(res.mode, dtype=float), np.asarray(cov, dtype=float),
-                    float(res.logp))
-        self.emulator = LogDensityEmulator([mode], s.window)
-        self._evaluate(initial_design([mode], self.problem.prior_draws,
-                                      self._n(s.n_initial, 10), self.rng))
-        self._fit()
-        self.phase = "design"
+        found: list[Mode] = []
+        for x0 in starts:
+            res = laplace_start(logp_one, x0, 50 * (d + 1))
+            cov = res.cov if res.cov is not None else res.hessian_cov
+            if cov is None or not np.isfinite(res.logp):
+                continue
+            if any(np.allclose(res.mode, m.mean, rtol=1e-3, atol=1e-4) for m in found):
+                continue
+            found.append(Mode(np.asarray(res.mode, float), np.asarray(cov, float),
+                              float(res.logp)))
+        found.sort(key=lambda m: -m.logp)
+        margin = d / 2 + 3 * np.sqrt(d / 2) + 10
+        return [m for m in found if m.logp >= found[0].logp - margin] if found else []
 
     def _design(self) -> None:
         s = self.settings
         self._evaluate(batch(self.emulator, self.posterior, self._n(s.batch, 3)))
         self._fit()
-        settled = max(self.moved) < s.settle and self.rounds > s.min_rounds
-        if settled or self.rounds > s.max_rounds:
+        self.design_rounds += 1
+        settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
+        if settled or self.design_rounds >= s.max_rounds:
             self.phase = "correction"
             self.planned = s.correction_rounds
             self.per_round = max(1, int(np.ceil(
                 (s.correction_size or 1.5 * self.draws) / s.correction_rounds)))
 
     def _correction(self) -> None:
-        s = self.settings
-        done = self.correction.pool.size
-        fit_to = (self.posterior if done == 0
-                  else self.correction.resampled(self.draws, self.rng))
+        s, d = self.settings, self.problem.dim
+        pool = self.correction.pool
+        # the next proposal: fitted to the weighted sample once it holds enough distinct
+        # weight (a fit to a few points is too narrow), else to the emulator's posterior
+        kish = self.correction.summary()[0] if pool.size else 0.0
+        fit_to = (self.correction.resampled(self.draws, self.rng) if kish >= 10 * d
+                  else self.posterior)
         self.correction.round(fit_to, self.per_round, self._terms, self.rng, s)
         self.planned -= 1
+        self.summary = kish, khat, _ = self.correction.summary()
+        if kish < 2 * d:  # the emulator put the proposal where the posterior is not
+            return self._restart_design(kish, khat)
         if self.planned > 0:
             return
-        self.summary = kish, khat, _ = self.correction.summary()
         if khat <= s.max_khat and kish >= s.min_ess * self.draws:
             self.phase = "done"
         elif self.extra < s.max_extra_rounds:
             self.planned, self.extra = 1, self.extra + 1
         else:
-            self._fall_back(f"the importance weights stay unreliable (Pareto k-hat "
-                            f"{khat:.2f}, Kish ESS {kish:.0f} of {self.draws} draws)")
+            self._restart_design(kish, khat)
+
+    def _restart_design(self, kish: float, khat: float) -> None:
+        """Hand the correction's true evaluations to the design and resume it; fall back
+        once ``max_restarts`` corrections failed."""
+        if self.restarts >= self.settings.max_restarts:
+            return self._fall_back(
+                f"the importance weights stay unreliable (Pareto k-hat {khat:.2f}, Kish ESS "
+                f"{kish:.0f} of {self.draws} draws)")
+        pool = self.correction.pool
+        self.X += pool.X
+        self.prior += pool.prior
+        self.lik += pool.lik
+        self.correction = Correction(RecycledPool())
+        self.restarts, self.extra, self.phase = self.restarts + 1, 0, "design"
+        self.design_rounds = 0
+        self.moved = (np.inf, np.inf)
+        self._fit()
 
 
 def _moved(X: np.ndarray, log_ratio: np.ndarray) -> float:

@@ -3,10 +3,12 @@
 ``log p(x) = q(x) + c + f(z)``: ``q`` the Laplace quadratic of the modes the search found
 (the largest of their quadratics), so that the emulator falls off away from the design;
 ``f`` a Gaussian process with per-coordinate lengths (:class:`~pymc_kameleon.math.gp.
-GaussianProcess`) in the coordinates ``z`` whitened by the best mode's covariance.  Only
-points within ``window`` nats of the best are fitted (far tails distort the fit, and the
-sampler never goes there); non-finite values are left out.  ``docs/emulator.md`` explains
-the design.
+GaussianProcess`) in the coordinates ``z`` whitened by the best mode's covariance.  Values
+more than ``window`` nats below the best, and non-finite ones (failed evaluations, outside
+the support), are fitted as the lower of that level and the quadratic: far tails would
+distort the fit, yet the emulator must learn that such regions are low, or its posterior
+may put mass where every true evaluation says there is none.  ``docs/emulator.md``
+explains the design.
 """
 
 from __future__ import annotations
@@ -62,11 +64,14 @@ class LogDensityEmulator:
 
     def fit(self, X: np.ndarray, logp: np.ndarray,
             rng: np.random.Generator) -> LogDensityEmulator:
-        """Fit to the points ``X`` (rows) and their log densities."""
-        keep = np.isfinite(logp)
-        keep &= logp >= np.max(logp[keep]) - self.window
-        self.gp = GaussianProcess.fit(self.whitening.rows_to_u(X[keep]), logp[keep],
-                                      mean_function=self.quadratic, rng=rng, start=self.gp)
+        """Fit to the points ``X`` (rows) and their log densities (NaN, ``-inf`` allowed)."""
+        X, first = np.unique(X, axis=0, return_index=True)  # a repeated point adds nothing
+        logp, Z = logp[first], self.whitening.rows_to_u(X)
+        floor = np.max(logp[np.isfinite(logp)]) - self.window
+        low = ~(logp >= floor)  # far below the best, or not finite
+        y = np.where(low, np.minimum(floor, self.quadratic(Z)), logp)
+        self.gp = GaussianProcess.fit(Z, y, mean_function=self.quadratic, rng=rng,
+                                      start=self.gp)
         return self
 
     @property
