@@ -51,7 +51,6 @@ __all__ = [
     "Target",
     "fmt_mean_sd",
     "mean_sd",
-    "per_chain",
     "run_chain",
     "summarize",
 ]
@@ -262,16 +261,6 @@ def model_dim(model: pm.Model | None = None) -> int:
     context), the ``d`` of a step that samples all of them."""
     point = pm.modelcontext(model).initial_point()
     return int(sum(np.size(v) for v in point.values()))
-
-
-def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
-    """A per-stage stat of ``pm.sample_smc`` as one float array per chain.  PyMC stores it
-    as a numeric or an object array (chains with different numbers of stages) and, on
-    PyMC 6 with one chain, with the stages on the chain axis."""
-    if chains == 1:
-        return [np.asarray(np.ravel(values), dtype=float)]
-    rows = np.asarray(values, dtype=object).reshape(chains, -1)
-    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
 
 
 def quiet_pymc() -> None:

@@ -48,11 +48,10 @@ from pymc.smc.kernels import IMH, MH
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.synthetic import flower_model, gaussian_mixture_model
 from pymc_kameleon.models.targets import banana_coverage_error, flower_log_normaliser
-
-from .common import per_chain
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 RESULTS = Path(__file__).parent / "results"

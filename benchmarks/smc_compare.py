@@ -47,10 +47,11 @@ from scipy.special import logsumexp
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.math.importance import kish_ess, resample_indices
 from pymc_kameleon.models.counting import add_counter, find_counter
 
-from .common import per_chain, quiet_pymc
+from .common import quiet_pymc
 from .smc import SMC_REFERENCES, mixture_target
 from .smc_reference import weighted_quantiles
 from .suite.metrics import stack_posterior

@@ -27,8 +27,9 @@ from pytensor.compile.ops import as_op
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 
-from .common import per_chain, quiet_pymc
+from .common import quiet_pymc
 
 WAIT = {"seconds": 0.01}
 

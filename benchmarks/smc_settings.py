@@ -29,8 +29,9 @@ import pymc as pm
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 
-from .common import per_chain, quiet_pymc
+from .common import quiet_pymc
 from .smc import SMC_REFERENCES
 from .suite.metrics import stack_posterior
 from .suite.models import MODELS, free_var_labels

@@ -247,22 +247,3 @@ STATISTICAL_SAMPLERS = [
 
 
 # ------------------------------------------------------------------ pm.sample_smc helpers
-def per_chain(values: np.ndarray, chains: int) -> list[np.ndarray]:
-    """A per-stage stat of ``pm.sample_smc`` as one float array per chain.  PyMC stores it
-    as a numeric or an object array (chains with different numbers of stages) and, on
-    PyMC 6 with one chain, with the stages on the chain axis."""
-    if chains == 1:
-        return [np.asarray(np.ravel(values), dtype=float)]
-    rows = np.asarray(values, dtype=object).reshape(chains, -1)
-    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
-
-
-def run_stages(kernel, rng: np.random.Generator):
-    """Drive an SMC kernel through its stages as ``pm.sample_smc`` does for one chain."""
-    kernel.initialize(None, rng)
-    while kernel.beta < 1:
-        kernel.update_beta_and_weights()
-        kernel.resample()
-        kernel.tune()
-        kernel.mutate()
-    return kernel

@@ -15,12 +15,12 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
-from checks import per_chain
 from scipy import stats
 from scipy.optimize import check_grad
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from pymc_kameleon.emulator.design import batch
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode

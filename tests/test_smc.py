@@ -22,13 +22,13 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import per_chain
 from pytensor.compile.ops import as_op
 from scipy import stats
 from scipy.spatial.distance import pdist
 
 from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.math.kamh import kamh_covariance, kamh_covariances, kamh_proposal, kamh_proposals
 from pymc_kameleon.math.kernels import distinct_rows, gaussian_kernel_grad, gaussian_kernel_grads
 from pymc_kameleon.math.mixture import GaussianMixture, em_refine

@@ -25,10 +25,11 @@ import numpy as np
 import pymc as pm
 
 from pymc_kameleon import KernelHMCStep, RandomWalkStep
+from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.models.counting import add_counter
 
 from ..common import SAMPLERS as COMMON_SAMPLERS
-from ..common import SamplerSpec, per_chain, quiet_pymc
+from ..common import SamplerSpec, quiet_pymc
 from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
 from .reference import Reference, tail_quantiles

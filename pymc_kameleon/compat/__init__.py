@@ -39,6 +39,7 @@ from .pymc import (
     TELLS_TUNING_DRAWS,
     StepHooks,
     assumed_tuning_draws,
+    smc_stat_per_chain,
     start_chain,
 )
 from .pytensor import (
@@ -69,6 +70,7 @@ __all__ = [
     "inner_graphs",
     "logp_compile_kwargs",
     "max_rhat",
+    "smc_stat_per_chain",
     "pareto_khat",
     "start_chain",
     "summary_table",

@@ -117,3 +117,29 @@ class StepHooks:
     @classmethod
     def _make_progressbar_update_functions(cls) -> tuple:
         return cls.progress_update_functions()
+
+
+# ----------------------------------------------------------------------------- SMC stats
+def smc_stat_per_chain(values, chains: int) -> list:
+    """A per-stage stat of ``pm.sample_smc`` as one float array per chain.
+
+    PyMC stores it as a numeric or an object array (chains with different numbers of
+    stages) and, on PyMC 6 with one chain, with the stages on the chain axis.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        ``idata.sample_stats[name].values``.
+    chains : int
+        The run's number of chains.
+
+    Returns
+    -------
+    list of numpy.ndarray
+    """
+    import numpy as np
+
+    if chains == 1:
+        return [np.asarray(np.ravel(values), dtype=float)]
+    rows = np.asarray(values, dtype=object).reshape(chains, -1)
+    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
