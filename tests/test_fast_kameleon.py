@@ -138,7 +138,9 @@ def test_memory_does_not_grow_with_the_chain(gauss):
     sizes = []
     for n_iter in (300, 3000):
         with gauss:
-            step = FastKameleonStep(rng=2, n_features=50, n_bandwidth=100, warmup_draws=20)
+            # n_steps fixed: the per-draw record of acceptances is as long as the draw
+            step = FastKameleonStep(rng=2, n_features=50, n_bandwidth=100, warmup_draws=20,
+                                    n_steps=4)
         point = gauss.initial_point()
         for _ in range(n_iter):
             point, _ = step.step(point)
