@@ -376,7 +376,9 @@ def test_later_cross_validations_search_near_the_last_bandwidth(gauss):
             return result
 
     with gauss:
-        step = KernelHMCStep(rng=5, n_steps=1, warmup_draws=1, adaptation_class=Spy)
+        # driven by hand: tuning as long as the test (PyMC 5 would assume 1000 draws)
+        step = KernelHMCStep(rng=5, n_steps=1, warmup_draws=1, adaptation_class=Spy,
+                             tune_draws=1202)
     point = gauss.initial_point()
     for _ in range(1202):
         point, _ = step.step(point)

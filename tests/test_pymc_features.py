@@ -38,7 +38,8 @@ def test_step_runs_on_the_model(feature_model, step_name):
     def check(trace, draw):
         seen.append((logp(draw.point), draw.stats[0]["model_logp"]))
 
-    idata = sample(model, lambda: STEPS[step_name](warmup_draws=40), draws=40, tune=120,
+    idata = sample(model, lambda: STEPS[step_name](warmup_draws=40, tune_draws=120), draws=40,
+                   tune=120,
                    chains=1, seed=7, callback=check)
     post = {k: v.values[0] for k, v in idata.posterior.data_vars.items()}
     expected = {rv.name for rv in model.free_RVs} | {d.name for d in model.deterministics}

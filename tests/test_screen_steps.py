@@ -24,7 +24,8 @@ def test_screened_step_samples_the_posterior_with_fewer_evaluations(gauss, cls):
     criterion (docs/benchmarks/test_calibration.md).  While screened, the random-walk scales
     move the chain on about 10 % of the iterations (the unscreened target in 2-d is 0.34)
     and a draw takes more iterations than unscreened."""
-    idata = sample(gauss, lambda: cls(screen=True), draws=600, tune=600, chains=_CHAINS,
+    idata = sample(gauss, lambda: cls(screen=True, tune_draws=600), draws=600, tune=600,
+                   chains=_CHAINS,
                    seed=11)
     draws = idata.posterior["x"].values
     assert gaussian_groups_passing(draws, GAUSS_COV, _GROUPS) >= _GROUPS - 1

@@ -252,12 +252,13 @@ def test_the_first_window_drops_the_climb_from_the_initial_point():
 
 
 def test_random_walk_step_uses_its_whole_tuning_phase():
-    """Under pm.sample (tune known on PyMC 5 and 6) RandomWalkStep's windows end at 15, 25,
+    """Under pm.sample (tune known: told by PyMC 6, given on PyMC 5) RandomWalkStep's
+    windows end at 15, 25,
     45 and 100 % of half of tuning and once more a tenth of tuning before its end; before,
     the window after the warm-up's ended with tuning and was never used."""
     with pm.Model():
         pm.Normal("x", 0.0, [1.0, 10.0], shape=2)
-        step = RandomWalkStep()
+        step = RandomWalkStep(tune_draws=300)
         pm.sample(tune=300, draws=5, chains=1, cores=1, step=step, random_seed=1,
                   progressbar=False, compute_convergence_checks=False)
     assert step.warmup.window_ends(150, 300) == (22, 38, 68, 150, 250)
