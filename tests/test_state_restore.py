@@ -37,6 +37,9 @@ STEPS = {
 }
 CASES = [(name, screen) for name in STEPS for screen in (False, True)]
 IDS = [f"{name}{'-screen' if screen else ''}" for name, screen in CASES]
+# PyMC's pattern samples 5000 draws: with the screen's refits, 15-25 s a step (slow)
+PATTERN_CASES = [pytest.param(name, screen, id=i, marks=[pytest.mark.slow] if screen else [])
+                 for (name, screen), i in zip(CASES, IDS, strict=True)]
 
 
 def equal_sampling_states(this, other) -> bool:
@@ -60,7 +63,7 @@ def mv():
     return model
 
 
-@pytest.mark.parametrize(("name", "screen"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "screen"), PATTERN_CASES)
 def test_pymc_step_continuous(name, screen, mv):
     """PyMC's ``StepMethodTester.step_continuous`` on ``mv_simple``, step for step."""
     mu, cov = np.array([-0.1, 0.5, 1.1]), mv_simple_cov()
