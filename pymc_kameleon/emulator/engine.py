@@ -67,7 +67,7 @@ class EmulatorSettings:
     max_dim : int
         Above this dimension the run falls back at once (the emulator does not pay).
     window : float
-        Points more than this many nats below the best are not fitted.
+        Values more than this many nats below the best are fitted as that low.
     laplace_starts : int
         Starts of the mode search besides the best prior draw (the next best ones).
     widen, defensive_weight, defensive_df, defensive_scale : float
@@ -173,8 +173,7 @@ class EmulatorRun:
         if old is not None:  # the last posterior's draws reweighted to the new emulator
             self.moved = (self.moved[1], _moved(self.posterior,
                                                 self.emulator(self.posterior) - old))
-        emulated = FreeEvaluations(self.problem.log_prior,
-                                   lambda Y: self.emulator(Y) - self.problem.log_prior(Y))
+        emulated = FreeEvaluations(self.problem.log_prior, self.emulator)
         if self.start is None:
             self.start, self.seed = self.problem.prior_draws(self.draws), int(
                 self.rng.integers(2**63))
@@ -249,10 +248,10 @@ class EmulatorRun:
 
     def _correction(self) -> None:
         s, d = self.settings, self.problem.dim
-        pool = self.correction.pool
         # the next proposal: fitted to the weighted sample once it holds enough distinct
-        # weight (a fit to a few points is too narrow), else to the emulator's posterior
-        kish = self.correction.summary()[0] if pool.size else 0.0
+        # weight (a fit to a few points is too narrow), else to the emulator's posterior;
+        # the last round's summary describes the pool
+        kish = self.summary[0] if self.correction.pool.size else 0.0
         fit_to = (self.correction.resampled(self.draws, self.rng) if kish >= 10 * d
                   else self.posterior)
         self.correction.round(fit_to, self.per_round, self._terms, self.rng, s)

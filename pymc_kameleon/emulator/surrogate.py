@@ -45,7 +45,7 @@ class LogDensityEmulator:
     modes : list of Mode
         The modes found (the first is the best); their quadratics are the mean function.
     window : float
-        Points more than this far below the best value are not fitted.
+        Values more than this far below the best are fitted as that low (see the module).
     """
 
     def __init__(self, modes: list[Mode], window: float = 40.0):
@@ -73,10 +73,6 @@ class LogDensityEmulator:
         self.gp = GaussianProcess.fit(Z, y, mean_function=self.quadratic, rng=rng,
                                       start=self.gp)
         return self
-
-    @property
-    def n_points(self) -> int:
-        return 0 if self.gp is None else len(self.gp.X)
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The emulated log density and its predictive sd at rows ``X``."""

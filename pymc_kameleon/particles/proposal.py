@@ -105,8 +105,7 @@ class Chains:
 
     @classmethod
     def start(cls, X, logp, prior, lik, proposal: StageProposal) -> Chains:
-        """Chains at copies of the given particles."""
-        X, logp, prior, lik = (np.array(a, copy=True) for a in (X, logp, prior, lik))
+        """Chains at the given particles (arrays the chains own: the moves change them)."""
         U = proposal.whitening.rows_to_u(X)
         return cls(U, X, logp, prior, lik, proposal.local(U), proposal.mixture.logpdf(U))
 

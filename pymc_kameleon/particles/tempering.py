@@ -49,18 +49,19 @@ def next_beta(lik: np.ndarray, beta: float, threshold: float = 0.5) -> float:
 
 @dataclass
 class FreeEvaluations:
-    """An evaluator of a free log density for :class:`~.mutation.Mutation`: no budget,
-    NaN turned into ``-inf``."""
+    """An evaluator of a free log density ``log_target`` for :class:`~.mutation.Mutation`:
+    its prior and likelihood terms (the target less the prior), no budget, NaN turned into
+    ``-inf``."""
 
     log_prior: Callable[[np.ndarray], np.ndarray]
-    log_lik: Callable[[np.ndarray], np.ndarray]
+    log_target: Callable[[np.ndarray], np.ndarray]
 
     def left(self) -> float:
         return np.inf
 
     def __call__(self, X: np.ndarray, rng, beta: float) -> tuple[np.ndarray, np.ndarray]:
         prior = np.atleast_1d(np.asarray(self.log_prior(X), dtype=float))
-        lik = np.atleast_1d(np.asarray(self.log_lik(X), dtype=float))
+        lik = np.atleast_1d(np.asarray(self.log_target(X), dtype=float)) - prior
         bad = np.isnan(prior) | np.isnan(lik)
         return np.where(bad, -np.inf, prior), np.where(bad, -np.inf, lik)
 

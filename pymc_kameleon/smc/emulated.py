@@ -28,7 +28,8 @@ from ..emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from ..math.importance import resample_indices
 from ..particles.recycling import recycle
 
-__all__ = ["EMULATOR_STATS", "EmulatorMode", "PHASES", "take_recycled", "warn_worth"]
+__all__ = ["EMULATOR_STATS", "EmulatorMode", "PHASES", "point_values", "take_recycled",
+           "warn_worth"]
 
 #: The emulator's phases, as the per-stage stat ``emulator_phase`` numbers them.
 PHASES = ("start", "design", "correction", "done", "fallback")
@@ -61,7 +62,8 @@ def take_recycled(kernel) -> None:
         warn_worth("(recycle=...)", o.recycle, out.ess, "recycled_ess")
 
 
-def _point_values(fn, X: np.ndarray) -> np.ndarray:
+def point_values(fn, X: np.ndarray) -> np.ndarray:
+    """``fn`` (PyMC's compiled prior, one point a call) at every row of ``X``."""
     return np.array([float(fn(x)) for x in X])
 
 
@@ -72,7 +74,7 @@ class EmulatorMode:
         self.kernel = kernel
         dim = kernel.tempered_posterior.shape[1]
         problem = EmulatorProblem(
-            log_prior=lambda X: _point_values(kernel.prior_logp_func, X),
+            log_prior=lambda X: point_values(kernel.prior_logp_func, X),
             evaluate=lambda X: kernel.evaluations(floatX(X), kernel.rng, 1.0),
             prior_draws=self.prior_draws, dim=dim)
         self.run = EmulatorRun(problem, settings, kernel.draws, kernel.rng)

@@ -27,7 +27,7 @@ from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
 from ..pseudo_marginal import compiling_for, reseed_estimators
 from ..run_settings import RunSettings
-from .emulated import EMULATOR_STATS, EmulatorMode, take_recycled
+from .emulated import EMULATOR_STATS, EmulatorMode, point_values, take_recycled
 from .evaluation import Evaluations, vectorised_logp
 from .options import SMCOptions
 from .prior import (
@@ -189,7 +189,7 @@ class KameleonSMC(SeamedSMCKernel):
                                    self.executor, batched=self._batched)
         self.evaluations = Evaluations(evaluator, self.options.max_evals)
         if self.emulator is not None:  # the emulator evaluates where it chooses
-            return np.array([float(self.prior_logp_func(x)) for x in X]), np.zeros(len(X))
+            return point_values(self.prior_logp_func, X), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
 
     def setup_kernel(self) -> None:
