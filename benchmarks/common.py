@@ -19,9 +19,7 @@ counted on its own, so that per-chain results can be averaged (mean +- sd over c
 from __future__ import annotations
 
 import functools
-import logging
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -41,6 +39,8 @@ from pymc_kameleon.models.targets import (
     flower_sample,
     quantile_coverage_error,
 )
+
+from .quiet import quiet_pymc  # re-exported: the scripts import it from here
 
 __all__ = [
     "SAMPLERS",
@@ -261,14 +261,6 @@ def model_dim(model: pm.Model | None = None) -> int:
     context), the ``d`` of a step that samples all of them."""
     point = pm.modelcontext(model).initial_point()
     return int(sum(np.size(v) for v in point.values()))
-
-
-def quiet_pymc() -> None:
-    """Silence PyMC's logging and the warnings of short or badly mixing runs."""
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    warnings.filterwarnings("ignore", category=RuntimeWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def _sample(model, step, tune, draws, seed, **kwargs):

@@ -84,7 +84,7 @@ from pymc_kameleon.compat import group_dataset, start_chain
 from pymc_kameleon.math.compiled import HAVE_NUMBA
 from pymc_kameleon.models import banana_model
 
-from .common import quiet_pymc
+from .quiet import quiet_pymc
 
 __all__ = ["export_package", "main", "paired", "time_step"]
 
