@@ -67,18 +67,30 @@ def kish_ess(log_w: np.ndarray) -> float:
     return float(np.exp(2 * logsumexp(log_w) - logsumexp(2 * log_w)))
 
 
-def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator, *,
+                     adjacent: bool = False) -> np.ndarray:
     """``size`` indices drawn by systematic resampling, in random order (so that the equally
     weighted draws do not come sorted by point).
+
+    With ``adjacent=True`` the points are visited in a random order and the copies of a
+    point stay next to each other: ArviZ's autocorrelation then sees that ``m`` copies are
+    worth one draw, so its ESS of the resampled draws follows the weighted sample's worth
+    instead of counting every copy (``docs/smc.md``, "What the returned draws are worth").
 
     Examples
     --------
     >>> idx = resample_indices(np.log([0.5, 0.25, 0.25]), 4, np.random.default_rng(0))
     >>> sorted(idx.tolist())
     [0, 0, 1, 2]
+    >>> idx = resample_indices(np.log([0.5, 0.25, 0.25]), 4, np.random.default_rng(0),
+    ...                        adjacent=True)
+    >>> int(np.flatnonzero(idx == 0)[1] - np.flatnonzero(idx == 0)[0])
+    1
     """
     log_w = np.asarray(log_w, dtype=float)
     w = np.exp(log_w - np.max(log_w))
-    cum = np.cumsum(w / w.sum())
+    order = rng.permutation(len(w)) if adjacent else np.arange(len(w))
+    cum = np.cumsum(w[order] / w.sum())
     positions = (rng.random() + np.arange(size)) / size
-    return rng.permutation(np.minimum(np.searchsorted(cum, positions), len(w) - 1))
+    idx = order[np.minimum(np.searchsorted(cum, positions), len(w) - 1)]
+    return idx if adjacent else rng.permutation(idx)

@@ -43,8 +43,9 @@ def warn_worth(what: str, n: int, ess: float, stat: str) -> None:
     """Warn that ``n`` equally weighted draws are worth only ``ess`` independent ones."""
     warnings.warn(
         f"KameleonSMC{what}: the {n} returned draws are resampled from an importance sample "
-        f"worth about {ess:.0f} independent draws (Kish's ESS; stat {stat}); ArviZ's ESS of "
-        "them overstates it.", RuntimeWarning, stacklevel=5)
+        f"worth about {ess:.0f} independent draws (Kish's ESS; stat {stat}); copies of a "
+        "draw are kept next to each other, so that ArviZ's ESS counts them about once.",
+        RuntimeWarning, stacklevel=5)
 
 
 def take_recycled(kernel) -> None:
@@ -111,7 +112,7 @@ class EmulatorMode:
         run, k = self.run, self.kernel
         X, prior, lik, log_w = run.correction.weighted()
         kish, khat, log_evidence = run.summary
-        idx = resample_indices(log_w, k.draws, k.rng)
+        idx = resample_indices(log_w, k.draws, k.rng, adjacent=True)
         k.tempered_posterior = floatX(X[idx])
         k.prior_logp, k.likelihood_logp = prior[idx], lik[idx]
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
