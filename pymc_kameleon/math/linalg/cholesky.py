@@ -79,7 +79,7 @@ def ridge_solves(A: np.ndarray, b: np.ndarray,
     The matrix is checked and symmetrised once (``0.5 (A + A^T)``, as
     :func:`safe_cholesky` does; ``0.5 (x + x) = x``, so adding the ridge afterwards gives
     the same matrix) instead of once per ridge, and the triangular solves call LAPACK
-    directly (timings: ``docs/changelog.md``, "cross-validation 18 % cheaper").  The
+    directly (timings: ``docs/benchmarks/numerics.md``, "A path of ridges").  The
     factorisation stays NumPy's: SciPy's LAPACK build would be faster but rounds
     differently, and two candidates of a cross-validated search whose held-out losses tie
     within rounding (the same kernel reached two ways) then swap ranks and change the
