@@ -139,7 +139,7 @@ def test_lengths_are_searched_and_used_by_the_surrogate(gauss):
 def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
     # every length search gets the floor of the bandwidth search (0.125 sqrt(2 d), against
     # pseudo-marginal histories collapsed on a lucky estimate), and what it returns keeps it
-    import pymc_kameleon.adaptation.kernel_hmc as khmc
+    import pymc_kameleon.adaptation.kernel_hmc_rules as rules
 
     floors = []
 
@@ -147,7 +147,7 @@ def test_lengths_respect_the_bandwidth_floor(gauss, monkeypatch):
         floors.append(kwargs["min_bandwidth"])
         return search_lengths(*args, **kwargs)
 
-    monkeypatch.setattr(khmc, "search_lengths", spy)
+    monkeypatch.setattr(rules, "search_lengths", spy)
     with gauss:
         step = KernelHMCStep(n_steps=1, warmup_draws=1, rng=3)
     point = gauss.initial_point()

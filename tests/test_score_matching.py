@@ -8,7 +8,6 @@ import scipy.linalg
 from scipy.spatial.distance import cdist
 
 from pymc_kameleon.math import compiled
-from pymc_kameleon.math import score_matching as sm
 from pymc_kameleon.math.linalg import cholesky_update
 from pymc_kameleon.math.rff import RandomFourierFeatures
 from pymc_kameleon.math.score_matching import (
@@ -16,6 +15,8 @@ from pymc_kameleon.math.score_matching import (
     LiteScoreEstimator,
     cross_validate,
 )
+from pymc_kameleon.math.score_matching import finite as sm_finite
+from pymc_kameleon.math.score_matching import lite as sm_lite
 
 S_TRUE = np.array([[2.0, 0.9], [0.9, 1.0]])  # non-diagonal target covariance
 
@@ -61,7 +62,7 @@ def test_lite_system_matches_thesis_matrix_form():
         D = np.diag(x)
         b += (2 / sigma) * (K @ (x * x) + np.diag(x * x) @ K @ one - 2 * D @ K @ x) - K @ one
         C += (D @ K - K @ D) @ (K @ D - D @ K)
-    b_fast, C_fast = sm._lite_system(X, s)
+    b_fast, C_fast = sm_lite._lite_system(X, s)
     np.testing.assert_allclose(b_fast, b, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(C_fast, C, rtol=1e-9, atol=1e-9 * np.abs(C).max())
 
@@ -71,7 +72,7 @@ def test_lite_loss_on_training_points_equals_closed_form():
     X = np.random.default_rng(2).normal(size=(40, 2))
     s, lam = 0.8, 0.5
     est = LiteScoreEstimator(s, lam).fit(X)
-    b, C = sm._lite_system(X, s)  # checked against the literal form above
+    b, C = sm_lite._lite_system(X, s)  # checked against the literal form above
     n, sigma, a = len(X), 2 * s**2, est.alpha
     closed = 2 / (n * sigma) * a @ b + 2 / (n * sigma**2) * a @ C @ a
     assert est.score_matching_loss(X) == pytest.approx(closed, rel=1e-10)
@@ -197,7 +198,7 @@ def test_finite_update_never_refactorises(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("update() must not factorise from scratch")
 
-    monkeypatch.setattr(sm, "safe_cholesky", forbidden)
+    monkeypatch.setattr(sm_finite, "safe_cholesky", forbidden)
     monkeypatch.setattr(scipy.linalg, "cholesky", forbidden)
     monkeypatch.setattr(np.linalg, "cholesky", forbidden)
     est.update(np.ones(2))

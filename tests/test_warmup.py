@@ -11,12 +11,14 @@ from pymc.step_methods.state import equal_dataclass_values
 
 from pymc_kameleon.adaptation import RobbinsMonro
 from pymc_kameleon.adaptation.laplace import (
-    _covariance_from_hessian,
-    _curvature_probe,
-    _rise,
     finite_difference_hessian,
     laplace_mismatch,
     laplace_start,
+)
+from pymc_kameleon.adaptation.laplace_hessian import (
+    _covariance_from_hessian,
+    _curvature_probe,
+    _rise,
 )
 from pymc_kameleon.adaptation.warmup import (
     AffineMap,

@@ -18,6 +18,9 @@ tuning.
 It must not be used with likelihood estimators (finite differences of a noisy function are
 meaningless); the step checks that the log density is deterministic.
 
+The finite-difference Hessian and the checks that a point is a usable maximum are in
+:mod:`.laplace_hessian`; this module is the import path of both.
+
 References
 ----------
 - Nocedal, J., Wright, S. J. (2006). Numerical Optimization, 2nd ed., Springer:
@@ -39,21 +42,20 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from ..math.linalg import safe_cholesky
+from .laplace_hessian import (
+    _BIG,
+    _curvature_probe,
+    _inverse_hessian,
+    _rise,
+    finite_difference_hessian,
+)
 
 __all__ = ["LaplaceStart", "finite_difference_hessian", "laplace_mismatch", "laplace_start"]
 
-_BIG = 1e300
-# a marginal standard deviation below this times (1 + |mode_i|) is a spike, not a mode: no
-# statistical model is that sharp (docs/tuning.md, "Laplace start")
-_SPIKE = 1e-10
 # the Gaussian must describe the target: sd of the log importance weights of _CHECK_DRAWS
 # draws at most _MISMATCH sqrt(d), about 1 per coordinate; the suite's GLMs stay far below,
 # modes in a funnel's neck far above (docs/tuning.md, "Laplace start")
 _MISMATCH = 1.0
-# a maximum has zero slope: along each coordinate the 1-d Newton step |slope| / curvature
-# must be at most this many conditional sds 1 / sqrt(curvature); an optimiser stopped in the
-# neck of a density that grows without bound is far beyond it (docs/tuning.md)
-_RISE = 3.0
 _CHECK_DRAWS = 50
 _CHECK_SEED = 20151209  # the check's draws are fixed: the chain's generator is not touched
 # a mode whose Gaussian holds less than e^-_MASS_MARGIN of the mass that an estimate of the
@@ -78,94 +80,6 @@ class LaplaceStart:
     # the inverse Hessian at the mode also where it does not describe the target (a
     # mismatch, too little mass): an emulator's mean function still starts from it
     hessian_cov: np.ndarray | None = None
-
-
-def finite_difference_hessian(
-    f: Callable[[np.ndarray], float], x: np.ndarray, fx: float, steps: np.ndarray
-) -> np.ndarray:
-    """Central finite-difference Hessian of ``f`` at ``x`` (``2 d^2`` evaluations).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> A = np.array([[2.0, 0.5], [0.5, 1.0]])
-    >>> H = finite_difference_hessian(lambda v: 0.5 * v @ A @ v, np.zeros(2), 0.0,
-    ...                               np.full(2, 0.1))
-    >>> bool(np.allclose(H, A))
-    True
-    """
-    d = x.shape[0]
-    H = np.empty((d, d))
-    E = np.diag(steps)
-    for i in range(d):
-        H[i, i] = (f(x + E[i]) - 2.0 * fx + f(x - E[i])) / steps[i] ** 2
-        for j in range(i):
-            fpp = f(x + E[i] + E[j])
-            fpm = f(x + E[i] - E[j])
-            fmp = f(x - E[i] + E[j])
-            fmm = f(x - E[i] - E[j])
-            H[i, j] = H[j, i] = (fpp - fpm - fmp + fmm) / (4.0 * steps[i] * steps[j])
-    return H
-
-
-def _curvature_probe(neg, x: np.ndarray,
-                     fx: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per coordinate, a step whose second difference rises above rounding, the curvature
-    and the slope there (NaN where a step left the support).
-
-    Starts at ``1e-4 (1 + |x_i|)`` and grows tenfold (at most 10 times) while the second
-    difference is below ``1e-6`` (a scale of ``1e3`` needs steps of about 1).
-    """
-    steps, curv, slope = np.empty(x.size), np.empty(x.size), np.empty(x.size)
-    for i, e in enumerate(np.eye(x.size)):
-        h = 1e-4 * (1.0 + abs(x[i]))
-        for _ in range(10):
-            up, down = neg(x + h * e), neg(x - h * e)
-            d2 = up - 2.0 * fx + down
-            if abs(d2) > 1e-6 or not np.isfinite(d2):
-                break
-            h *= 10.0
-        steps[i], curv[i] = h, d2 / h**2
-        slope[i] = (up - down) / (2.0 * h) if max(up, down) < _BIG else np.nan
-    return steps, curv, slope
-
-
-def _rise(x: np.ndarray, curv: np.ndarray, slope: np.ndarray) -> str:
-    """Where ``x`` is no maximum: a coordinate along which the log density still rises, its
-    one-dimensional maximum more than ``_RISE`` conditional sds away (empty if none).
-
-    A proper posterior has a maximum where the slope is zero; an optimiser that stopped on a
-    slope it could not follow (the neck of a density that grows without bound, where the
-    slope stays while the curvature vanishes) has not found one.
-    """
-    with np.errstate(all="ignore"):
-        ratio = np.abs(slope) / np.sqrt(curv)
-    rising = np.flatnonzero((curv > 0) & (ratio > _RISE))
-    if not rising.size:
-        return ""
-    i = int(rising[0])
-    return (f"the log density still rises along coordinate {i} at {x[i]:.6g} (its "
-            f"one-dimensional maximum {ratio[i]:.3g} conditional sds away)")
-
-
-def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
-    """Inverse of a symmetrised Hessian, computed on its diagonally scaled form (scales may
-    differ by orders of magnitude); non-positive curvatures get the median positive one."""
-    if not np.all(np.isfinite(H)):
-        return None
-    H = 0.5 * (H + H.T)
-    diag = np.diag(H).copy()
-    good = diag > 0
-    if not np.any(good):
-        return None
-    diag[~good] = np.median(diag[good])
-    scale = 1.0 / np.sqrt(diag)
-    w, V = np.linalg.eigh(H * np.outer(scale, scale))
-    positive = w[w > 0]
-    if positive.size == 0:
-        return None
-    w = np.where(w > 1e-10 * positive.max(), w, np.median(positive))
-    return np.outer(scale, scale) * ((V / w) @ V.T)
 
 
 def laplace_mismatch(
@@ -345,28 +259,6 @@ def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,
     return mode, f_mode
 
 
-def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
-                     f_mode: float) -> tuple[np.ndarray | None, np.ndarray, str, str]:
-    """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, where it
-    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not)."""
-    # steps: a first pass with small relative steps measures the curvature per coordinate,
-    # the second uses half a marginal standard deviation (well inside the support)
-    h0, diag, slope = _curvature_probe(neg, mode, f_mode)
-    rise = _rise(mode, diag, slope)
-    steps = np.where((diag > 0) & np.isfinite(diag), 0.5 / np.sqrt(np.abs(diag)), h0)
-    H = finite_difference_hessian(neg, mode, f_mode, steps)
-    if np.any(np.abs(H) >= 1e200):  # a step left the support
-        steps = 0.1 * steps
-        H = finite_difference_hessian(neg, mode, f_mode, steps)
-    cov = _covariance_from_hessian(H)
-    if cov is None:
-        return None, steps, "", rise
-    sd = np.sqrt(np.diag(cov))
-    spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
-    if spike.size:
-        i = int(spike[0])
-        return cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}", rise
-    return cov, steps, "", rise
 
 
 def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: float,

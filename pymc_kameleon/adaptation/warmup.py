@@ -181,7 +181,7 @@ def regularised_covariance(
     of it when the window holds fewer than ``d`` moves) and combined with the identity as
     ``n_prior`` pseudo-samples; the result is mapped back, ``L W' L^T``.  Shrinking in the
     model's raw coordinates instead puts back, in the thin direction of a posterior with
-    correlation -0.9999, a thousand times its variance (docs/tuning.md, "Regularisation").
+    correlation -0.9999, a thousand times its variance (docs/tuning.md, "Windows").
     The result is symmetric positive definite whenever ``prior_cov`` is.
 
     Examples

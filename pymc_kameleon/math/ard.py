@@ -42,7 +42,7 @@ _FACTORS = (0.5, 2.0)  # per-coordinate moves of one coordinate-descent sweep
 # warm-started searches let the lengths of Gaussian coordinates drift (the loss barely
 # changes between wide and very wide) up to a kernel flat along them, whose surrogate has
 # no gradient there, so kernel HMC's trajectories leave the target (seen on the 8-d banana:
-# docs/changelog.md).
+# docs/algorithms/kernel_hmc.md, "Per-coordinate lengths").
 _LOWER = 0.25
 
 

@@ -147,7 +147,7 @@ def distinct_rows(
 
     The rows of ``np.unique(Z, axis=0)`` (``-0.0`` equals ``0.0``), found faster by comparing
     each row as one byte string (a Metropolis chain repeats a point on rejection as a
-    bit-identical copy; timing in ``docs/changelog.md``).  With ``return_counts``
+    bit-identical copy; timing on ``docs/benchmarks/numerics.md``).  With ``return_counts``
     also how often each occurs, so that ``(rows, counts)`` stand for ``Z`` as
     frequency-weighted points.
 
@@ -212,11 +212,11 @@ def median_heuristic(Z: np.ndarray, max_points: int | None = 1000) -> float:
     return s if np.isfinite(s) else 0.0
 
 
-# below this size np.median's full selection is the cheaper one (timings: docs/changelog.md)
+# below this size np.median's full selection is the cheaper one (docs/benchmarks/numerics.md)
 _BRACKET_MIN_SIZE = 30_000
 # size of the strided sample whose order statistics bracket the middle ranks, and the
 # half-width of the bracket in sample ranks: wide enough that the bracket rarely misses a
-# middle rank (a miss falls back to np.median: exact, only slower; rate in docs/changelog.md)
+# middle rank (a miss falls back to np.median: exact, only slower; docs/benchmarks/numerics.md)
 _BRACKET_SAMPLE = 4096
 _BRACKET_MARGIN = 200
 
@@ -226,7 +226,7 @@ def exact_median(x: np.ndarray) -> float:
 
     The median heuristic selects the middle of ``n (n - 1) / 2`` pairwise distances at every
     bandwidth refresh; NumPy's selection on all of them (``np.partition``) costs more than
-    the distances themselves (timings: ``docs/changelog.md``).  Here the
+    the distances themselves (timings: ``docs/benchmarks/numerics.md``).  Here the
     order statistics of an evenly strided sample of about 4000 values bracket the middle
     ranks, one vectorised pass counts the values below the bracket and keeps those in it,
     and only those few are partitioned.  Order statistics are exact, and the two middle

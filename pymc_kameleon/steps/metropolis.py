@@ -3,8 +3,9 @@
 :class:`StepMetropolis` implements the :class:`~pymc_kameleon.adaptation.kernel.Metropolis`
 protocol for a step: it maps whitened positions through the chain's map, evaluates the log
 density (:class:`~.density.LogDensity`: float32 rounding, failures) and accepts or rejects,
-keeping the chain's model-space point and *stored* log density in its record.  The rules of
-``ALGORITHMS.md``: one evaluation per decision, at the proposal (none for a non-finite
+keeping the chain's model-space point and *stored* log density in its record.  The rules
+(``docs/pseudo_marginal.md``, "Why the stored estimate matters"; failures:
+``docs/robustness.md``): one evaluation per decision, at the proposal (none for a non-finite
 proposal or a ``-inf`` correction, e.g. a diverged trajectory); the current value is never
 re-estimated; a non-finite value at the proposal is a rejection.
 """
