@@ -24,7 +24,7 @@ from .selection import TrialSelection
 __all__ = ["KameleonAdaptState", "KameleonAdaptation"]
 
 # distinct subsample points the median heuristic of KAMH uses: its pairwise distances cost
-# O(n^2) at every refresh (every 100 tuning iterations); timing in docs/changelog.md
+# O(n^2) at every refresh (every 100 tuning iterations); docs/benchmarks/numerics.md
 _BANDWIDTH_POINTS = 500
 
 

@@ -69,7 +69,8 @@ class AffineMap:
 
     def to_u(self, x: np.ndarray) -> np.ndarray:
         # LAPACK's triangular solve directly: scipy's wrapper checks its arguments at a
-        # cost above the solve's at any d of interest, once per draw (docs/changelog.md).
+        # cost above the solve's at any d of interest, once per draw
+        # (docs/benchmarks/numerics.md).
         # Called as scipy calls it on a C-ordered factor (its transpose, which is Fortran-
         # ordered, transposed back by LAPACK): the same operations, so the same bits.
         u, info = dtrtrs(self.chol.T, np.asarray(x, dtype=float) - self.mean, lower=0,
