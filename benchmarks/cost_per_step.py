@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import io
 import json
 import os
@@ -105,10 +106,14 @@ _KERNEL_PHASE = (KameleonStep, FastKameleonStep, KernelHMCStep)
 
 
 def _timed_factory(cls):
-    """The factory of the timed blocks: a short warm-up where there is a kernel phase."""
-    if cls in _KERNEL_PHASE:
-        return lambda: cls(warmup_draws=_WARMUP)
-    return cls
+    """The factory of the timed blocks: a short warm-up where there is a kernel phase, and
+    (where the step takes it) a long planned tuning, as ``start_chain(tune=10**6)`` tells
+    PyMC 6's steps, so that the steps of both majors and of older revisions (which take no
+    ``tune_draws``) stay in the phase a block is named after."""
+    kwargs = {"warmup_draws": _WARMUP} if cls in _KERNEL_PHASE else {}
+    if "tune_draws" in inspect.signature(cls).parameters:
+        kwargs["tune_draws"] = 10**6
+    return lambda: cls(**kwargs)
 
 
 #: the clocks of the timed blocks: elapsed time, or the CPU time of the calling thread (which
@@ -169,13 +174,15 @@ class BlockTimer:
     def block(self, n: int | None = None) -> dict:
         """Run ``n`` draws (default ``self.draws``) and time them."""
         n = self.draws if n is None else n
-        self.timer.total, evals = 0.0, 0
+        self.timer.total, evals, iterations = 0.0, 0, 0
         start = self.clock()
         for _ in range(n):
             self.point, stats = self.step.step(self.point)
             evals += int(stats[0].get("n_evals", 0)) if self.ours else 0
+            # a draw's MH iterations from its stat: ``n_steps`` may change at stop_tuning
+            iterations += int(stats[0].get("n_steps", self.n_steps)) if self.ours else 1
         wall = self.clock() - start
-        per = 1e6 / (n * self.n_steps)
+        per = 1e6 / iterations
         logp_s = evals * self.logp if self.ours else 0.0
         return {"total": wall * per, "logp": logp_s * per if self.ours else float("nan"),
                 "numerics": (self.timer.total - logp_s) * per,

@@ -70,27 +70,12 @@ class KameleonSMC(SeamedSMCKernel):
 
     Parameters
     ----------
-    gamma : float, default 0.1
-        Isotropic part of the KAMH proposal, whitened units.
-    n_subsample : int, default 500
-        Particles in the KAMH subsample ``Z``.
-    correlation_threshold : float, default 0.01
-        PyMC's stopping rule for the MH steps of a stage.
-    max_steps, min_steps : int, default 100 and 1
-        Bounds on the MH steps of a stage.
-    learning_rate : float, default 1.0
-        Step of the ``log nu`` adaptation between stages.
-    slowest_rule : bool, default False
-        Also step while the slowest coordinate decorrelates.
-    independent_weight : float, default 0.8
-        Probability of a move from the fitted mixture (0: KAMH moves only).
-    n_clusters, global_weight, em_iters : int, float, int, default 4, 0.1 and 30
-        The mixture: k-means clusters refined by EM, plus the particles' Gaussian.
-    refresh_fraction : float or None, default 0.9
-        End a stage once this share of particles accepted a move from the mixture.
-    stationarity : float or None, default 1.0
-        Step while the particles' mean log density rose over the last three steps by more
-        than this many standard errors (``None``: off).
+    gamma, n_subsample, independent_weight, n_clusters, global_weight, em_iters : optional
+        The moves: :class:`~pymc_kameleon.smc.SMCOptions` has their defaults and meaning.
+    correlation_threshold, max_steps, min_steps, refresh_fraction, stationarity : optional
+        When a stage's moves end (:class:`~pymc_kameleon.smc.SMCOptions`).
+    learning_rate, slowest_rule : optional
+        The scale's adaptation and a stricter stage end (:class:`~pymc_kameleon.smc.SMCOptions`).
     executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Evaluate each batch of proposals on it (needs ``pm.sample_smc(cores=1)``).
     max_evals : int, optional

@@ -11,8 +11,34 @@ __all__ = ["SMCOptions"]
 
 @dataclass(frozen=True)
 class SMCOptions:
-    """What a :class:`~pymc_kameleon.KameleonSMC` run does besides PyMC's own settings
-    (the parameters are documented there)."""
+    """What a :class:`~pymc_kameleon.KameleonSMC` run does besides PyMC's own settings.
+
+    Parameters
+    ----------
+    gamma : float, default 0.1
+        Isotropic part of the KAMH proposal, whitened units.
+    n_subsample : int, default 500
+        Particles in the KAMH subsample ``Z``.
+    correlation_threshold : float, default 0.01
+        PyMC's stopping rule for the MH steps of a stage.
+    max_steps, min_steps : int, default 100 and 1
+        Bounds on the MH steps of a stage.
+    learning_rate : float, default 1.0
+        Step of the ``log nu`` adaptation between stages.
+    slowest_rule : bool, default False
+        Also step while the slowest coordinate decorrelates.
+    independent_weight : float, default 0.8
+        Probability of a move from the fitted mixture (0: KAMH moves only).
+    n_clusters, global_weight, em_iters : int, float, int, default 4, 0.1 and 30
+        The mixture: k-means clusters refined by EM, plus the particles' Gaussian.
+    refresh_fraction : float or None, default 0.9
+        End a stage once this share of particles accepted a move from the mixture.
+    stationarity : float or None, default 1.0
+        Step while the particles' mean log density rose over the last three steps by more
+        than this many standard errors (``None``: off).
+    max_evals, waste_free, recycle
+        As :class:`~pymc_kameleon.KameleonSMC` documents them.
+    """
 
     gamma: float = 0.1
     n_subsample: int = 500
