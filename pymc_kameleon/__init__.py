@@ -5,6 +5,7 @@
 ['FastKameleonStep', 'KameleonStep', 'KernelHMCStep', 'RandomWalkStep']
 """
 
+from .parallel import ExecutorError
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
@@ -12,6 +13,7 @@ from .steps.base import StepInfo
 from .steps.evaluations import LogDensityError, StartError
 
 __all__ = [
+    "ExecutorError",
     "FastKameleonStep",
     "KameleonSMC",
     "KameleonStep",

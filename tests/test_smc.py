@@ -431,13 +431,17 @@ def _nan_model():
 
 def test_nan_log_density_is_a_rejection_with_a_warning():
     """Prior draws and proposals with a NaN log density get -inf (zero weight, rejected),
-    counted in ``n_nan`` and reported once; PyMC's IMH kernel stops on the prior draws."""
-    with pytest.warns(RuntimeWarning, match=r"NaN at \d+ of 200 prior draws") as record:
+    counted in ``n_nan`` and reported once, at the chain's end, where they were (the
+    steps' report); PyMC's IMH kernel stops on the prior draws."""
+    with pytest.warns(RuntimeWarning, match=r"NaN at \d+ evaluations in this chain.*"
+                      r"first at \{x: .*all within \{x: \[2\.") as record:
         idata = _smc(_nan_model(), draws=200, chains=1, seed=4)
     assert sum("KameleonSMC" in str(w.message) for w in record) == 1
     x = group_dataset(idata, "posterior")["x"].values
     assert np.all(x < 2) and abs(x.mean() - 0.68) < 0.15  # N(0.9, 0.9) truncated: 0.680
-    assert _stat_per_chain(idata, "n_nan")[0].sum() > 0
+    n_nan = _stat_per_chain(idata, "n_nan")[0]
+    assert n_nan.sum() > 0 and f"NaN at {int(n_nan.sum())} evaluations" in str(
+        next(w.message for w in record if "KameleonSMC" in str(w.message)))
     with pytest.raises(ValueError, match="NaN"):
         _smc(_nan_model(), kernel=pm.smc.kernels.IMH, draws=200, chains=1, seed=4)
 

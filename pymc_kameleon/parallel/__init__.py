@@ -15,7 +15,7 @@ The public entry points are :mod:`pymc_kameleon.distributed` and
 :class:`~pymc_kameleon.KameleonSMC`'s ``executor``; Dask itself is imported only when used.
 """
 
-from .batch import BatchEvaluator
+from .batch import BatchEvaluator, ExecutorError
 from .pickling import dumps
 
-__all__ = ["BatchEvaluator", "dumps"]
+__all__ = ["BatchEvaluator", "ExecutorError", "dumps"]

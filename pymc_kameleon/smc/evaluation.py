@@ -4,8 +4,11 @@ Every evaluation of a chain goes through :class:`Evaluations`: one batch of poin
 mapped over the user's executor by :class:`~pymc_kameleon.parallel.BatchEvaluator` (the seeds of
 likelihood estimators drawn here, in the chain's process, so the draws do not depend on the
 workers).  It counts every evaluation (the prior draws, the stages, recycling), knows what
-is left of ``max_evals``, and turns a NaN into ``-inf`` (a rejection, or zero weight),
-counted and reported once per chain, as the steps do (docs/robustness.md).
+is left of ``max_evals``, and applies the failure policy of the steps (docs/robustness.md):
+an exception of the log density raises :class:`~pymc_kameleon.LogDensityError` naming the
+point (``on_error="raise"``) or, like NaN, is log density ``-inf`` (a rejection, or zero
+weight), counted per stage and reported once per chain
+(:class:`~pymc_kameleon.failures.Failures`, the steps' counting).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+
+from ..failures import Failure, Failures, check_on_error, format_point
 
 __all__ = ["Evaluations", "vectorised_logp"]
 
@@ -26,50 +31,86 @@ class Evaluations:
         Maps the prior and likelihood terms over a batch (on the executor).
     max_evals : int, optional
         The chain's budget.
+    on_error : {"raise", "reject"}, default "raise"
+        What an exception of the log density does.
+    point : ModelPoint, optional
+        Names a point in the model's variables in messages (else the raveled values).
     """
 
-    def __init__(self, evaluator, max_evals: int | None = None):
+    def __init__(self, evaluator, max_evals: int | None = None, on_error: str = "raise",
+                 point=None):
         self.evaluator = evaluator
         self.max_evals = max_evals
+        self.on_error = check_on_error(on_error)
+        self.point = point
         self.total = 0  # the chain's evaluations
         self.stage = 0  # since the last stage's stats (the first stage: the prior draws too)
-        self.n_nan = 0  # NaN values since the last stage's stats
-        self.nan_warned = False
-        self.budget_warned = False
+        self.failed = Failures()  # the chain's NaN values and exceptions
+        self.budget_warned = self.failures_reported = False
 
     def left(self) -> float:
         """Evaluations left in the budget (infinite without one)."""
         return np.inf if self.max_evals is None else self.max_evals - self.total
 
-    def raw(self, X: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """The prior and likelihood terms at the rows of ``X``, one batch."""
+    def raw(self, X: np.ndarray, rng: np.random.Generator,
+            what: str = "a starting particle") -> tuple[np.ndarray, np.ndarray]:
+        """The prior and likelihood terms at the rows of ``X``, one batch; a point that
+        raised is ``-inf`` with ``on_error="reject"`` (counted), else the error."""
         seeds = rng.integers(2**63, size=len(X)) if self.evaluator.has_estimators else None
-        values = self.evaluator(X, seeds)
+        values, failures = self.evaluator.evaluate(X, seeds, stop=self.on_error == "raise")
         self.total += len(X)
         self.stage += len(X)
+        if failures and self.on_error == "raise":
+            self._raise(X, failures[0], what)
+        for failure in failures:
+            self.failed.add(self._model(X[failure.row]), failure)
+            values[failure.row] = -np.inf
         return values[:, 0], values[:, 1]
 
     def __call__(self, X: np.ndarray, rng: np.random.Generator,
                  beta: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`raw`, NaN turned into ``-inf`` (:meth:`reject_nan`)."""
-        return self.reject_nan(X, *self.raw(X, rng), beta, "proposals")
+        return self.reject_nan(X, *self.raw(X, rng, f"a proposal at beta={beta:.4g}"))
 
-    def reject_nan(self, X: np.ndarray, prior: np.ndarray, lik: np.ndarray, beta: float,
-                   what: str) -> tuple[np.ndarray, np.ndarray]:
-        """NaN prior or likelihood terms become ``-inf``, counted and reported once."""
+    def reject_nan(self, X: np.ndarray, prior: np.ndarray,
+                   lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """NaN prior or likelihood terms become ``-inf``, counted."""
         bad = np.isnan(prior) | np.isnan(lik)
-        if bad.any():
-            self.n_nan += int(bad.sum())
-            if not self.nan_warned:
-                self.nan_warned = True
-                warnings.warn(
-                    f"KameleonSMC: the log density gave NaN at {int(bad.sum())} of "
-                    f"{len(X)} {what} (beta={beta:.3g}; the first at {X[bad][0]!r}). "
-                    "Each counts as log density -inf, so the particles sample the posterior "
-                    "restricted to where the log density is finite (return -inf where the "
-                    "density is zero).  Counts per stage: sample stat n_nan.",
-                    RuntimeWarning, stacklevel=4)
+        for x in X[bad]:
+            self.failed.add(self._model(x))
         return np.where(bad, -np.inf, prior), np.where(bad, -np.inf, lik)
+
+    def _model(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=float) if self.point is None else self.point.ravel(x)
+
+    def _info(self):
+        return None if self.point is None else self.point.info
+
+    def _raise(self, X: np.ndarray, failure: Failure, what: str):
+        from ..steps.evaluations import LogDensityError
+
+        x = self._model(X[failure.row])
+        where = f" in {failure.op}," if failure.op else ""
+        raise LogDensityError(
+            f"KameleonSMC: the log density raised at {what} of this chain,{where} at the "
+            f"point {format_point(x, self._info())}; the model's exception is the cause, "
+            "above.  Pass on_error='reject' to pm.sample_smc (with kernel=KameleonSMC) to "
+            "count such failures as zero density (this changes the target: "
+            "docs/robustness.md).") from failure.cause()
+
+    def report(self) -> None:
+        """Warn, once per chain, of its NaN values and rejected exceptions."""
+        failed = self.failed
+        if not failed.total or self.failures_reported:
+            return
+        self.failures_reported = True
+        warnings.warn(
+            f"KameleonSMC: the log density gave {failed.what()} in this chain.  Each "
+            "counts as log density -inf (zero density), so the particles sample the "
+            "posterior restricted to where the log density is finite, not the model's "
+            "posterior (return -inf where the density is zero).  "
+            f"{failed.where(self._info())} Counts per stage: sample stats n_nan and "
+            "n_errors.", RuntimeWarning, stacklevel=3)
 
     def straight_to_posterior(self, lik: np.ndarray, beta: float) -> tuple[np.ndarray, float]:
         """The importance weights from ``beta`` straight to 1 and the log evidence's
@@ -89,10 +130,12 @@ class Evaluations:
                 "max_evals, or use fewer draws.", RuntimeWarning, stacklevel=3)
         return weights, float(logsumexp(log_w_un) - np.log(len(lik)))
 
-    def stage_counts(self) -> tuple[int, int]:
-        """Evaluations and NaN values since the last call (a stage's stats)."""
-        out = (self.stage, self.n_nan)
-        self.stage = self.n_nan = 0
+    def stage_counts(self) -> dict[str, int]:
+        """Evaluations, NaN values and rejected exceptions since the last call (a stage's
+        stats ``n_evals``, ``n_nan`` and ``n_errors``)."""
+        out = {"n_evals": self.stage, **self.failed.since("stage")}
+        self.stage = 0
+        self.failed.mark("stage")
         return out
 
 

@@ -20,6 +20,7 @@ from pymc.pytensorf import floatX
 from ..adaptation.robbins_monro import log_scale_step
 from ..compat.smc import SeamedSMCKernel
 from ..emulator import EmulatorSettings
+from ..model_point import ModelPoint
 from ..parallel import BatchEvaluator, dumps
 from ..particles.mutation import Mutation
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
@@ -85,6 +86,12 @@ class KameleonSMC(SeamedSMCKernel):
     recycle : int, optional
         Spend this many more evaluations on adaptive importance-sampling rounds after the
         last stage, and return this many draws resampled from the importance sample.
+    on_error : {"raise", "reject"}, default "raise"
+        What an exception raised by the log density does, as for the steps: a
+        :class:`~pymc_kameleon.LogDensityError` naming the point in the model's variables,
+        with the model's exception as its cause, or zero density (log density ``-inf``)
+        counted in the per-stage stat ``n_errors`` and reported once per chain.  NaN is
+        always zero density, counted in ``n_nan`` (docs/robustness.md).
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
     emulator : bool or EmulatorSettings, default False
@@ -130,6 +137,8 @@ class KameleonSMC(SeamedSMCKernel):
         self._run = uuid.uuid4().hex  # travels with the kernel to every chain (RunSettings)
         model = modelcontext(kwargs.get("model"))
         self._transforms, self._ordered = value_transforms(model), sortable_ordered(model)
+        self._point = ModelPoint(model, [(v.name, *self.var_info[v.name])
+                                         for v in self.variables])  # names failed points
         expression = prior_draws_replace_initvals(model)
         if expression is not None:
             self.set_prior_expression(expression)
@@ -172,7 +181,8 @@ class KameleonSMC(SeamedSMCKernel):
         after the other in this process)."""
         evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
                                    self.executor, batched=self._batched)
-        self.evaluations = Evaluations(evaluator, self.options.max_evals)
+        self.evaluations = Evaluations(evaluator, self.options.max_evals,
+                                       self.options.on_error, self._point)
         if self.emulator is not None:  # the emulator evaluates where it chooses
             return point_values(self.prior_logp_func, X), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
@@ -187,7 +197,7 @@ class KameleonSMC(SeamedSMCKernel):
                            self._transforms, bool(self.start))
         self.prior_logp, self.likelihood_logp = self.evaluations.reject_nan(
             self.tempered_posterior, np.atleast_1d(self.prior_logp),
-            np.atleast_1d(self.likelihood_logp), self.beta, "prior draws")
+            np.atleast_1d(self.likelihood_logp))
         if self.emulator is not None:
             self.emulated = EmulatorMode(self, self.emulator)
 
@@ -206,7 +216,14 @@ class KameleonSMC(SeamedSMCKernel):
         self.beta = 1.0
 
     def step(self) -> dict:
-        """One stage: PyMC's (resample, tune, mutate), or one round of the emulator."""
+        """One stage: PyMC's (resample, tune, mutate), or one round of the emulator; after
+        the last, the chain's failed evaluations are reported."""
+        stats = self._step()
+        if self.beta >= 1:
+            self.evaluations.report()
+        return stats
+
+    def _step(self) -> dict:
         mode = self.emulated
         if mode is None:
             return {**super().step(), **self._emulator_stats}

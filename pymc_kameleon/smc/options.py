@@ -6,6 +6,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..failures import check_on_error
+
 __all__ = ["SMCOptions"]
 
 
@@ -56,6 +58,7 @@ class SMCOptions:
     max_evals: int | None = None
     waste_free: bool | int = False
     recycle: int | None = None
+    on_error: str = "raise"
 
     @classmethod
     def pop_from(cls, kwargs: dict) -> SMCOptions:
@@ -63,6 +66,7 @@ class SMCOptions:
         return cls(**{f.name: kwargs.pop(f.name) for f in fields(cls) if f.name in kwargs})
 
     def __post_init__(self) -> None:
+        check_on_error(self.on_error)
         if (self.gamma <= 0 or self.n_subsample < 2 or self.max_steps < 1
                 or not 0 <= self.independent_weight <= 1):
             raise ValueError("gamma must be > 0, n_subsample >= 2, max_steps >= 1 and "

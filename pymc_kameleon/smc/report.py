@@ -14,17 +14,18 @@ __all__ = ["STATS", "progressbar_config", "progressbar_update", "settings", "sta
 
 #: The per-stage stats (name: dtype, shape).
 STATS: dict[str, tuple[type, list]] = {
-    name: (int if name in ("n_steps", "n_nan", "n_evals") else float, [])
+    name: (int if name in ("n_steps", "n_nan", "n_errors", "n_evals") else float, [])
     for name in ("log_marginal_likelihood", "beta", "accept_rate", "n_steps", "nu2",
-                 "bandwidth", "accept_local", "accept_independent", "n_nan", "refreshed",
-                 "n_evals", "unique", "drift", "recycled_ess", "log_evidence_recycled")}
+                 "bandwidth", "accept_local", "accept_independent", "n_nan", "n_errors",
+                 "refreshed", "n_evals", "unique", "drift", "recycled_ess",
+                 "log_evidence_recycled")}
 
 
 def stage_stats(kernel) -> dict:
     """The stats of the stage just ended (the first stage's evaluations count the prior
     draws too)."""
     stage, proposal = kernel.stage, kernel.proposal  # None in the emulator's rounds
-    n_evals, n_nan = kernel.evaluations.stage_counts()
+    counts = kernel.evaluations.stage_counts()  # n_evals, n_nan, n_errors
     acc, acc_local, acc_ind = (np.nan,) * 3 if stage is None else stage.acceptance()
 
     def of(obj, name):
@@ -35,8 +36,8 @@ def stage_stats(kernel) -> dict:
                                     else np.nan),
         "beta": kernel.beta, "accept_rate": acc, "n_steps": kernel.n_steps,
         "nu2": of(proposal, "nu2"), "bandwidth": of(proposal, "bandwidth"),
-        "accept_local": acc_local, "accept_independent": acc_ind, "n_nan": n_nan,
-        "refreshed": of(stage, "refreshed"), "n_evals": n_evals,
+        "accept_local": acc_local, "accept_independent": acc_ind, **counts,
+        "refreshed": of(stage, "refreshed"),
         "unique": of(stage, "unique"), "drift": of(stage, "drift"),
         "recycled_ess": kernel.recycled_ess,
         "log_evidence_recycled": kernel.log_evidence_recycled,
@@ -103,4 +104,5 @@ def settings(kernel) -> dict:
         "waste_free": o.chain_length(kernel.draws, kernel.tempered_posterior.shape[1]) or 0,
         "recycle": 0 if o.recycle is None else o.recycle,
         "executor": "none" if kernel.executor is None else type(kernel.executor).__name__,
+        "on_error": o.on_error,
     }

@@ -175,7 +175,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         # the evaluated density: the compiled one, or the user's wrapper around it
         self._density = LogDensity(
             self._logp_fn if logp_wrapper is None else logp_wrapper(self._logp_fn),
-            on_error=on_error, name=name)
+            on_error=on_error, name=name, model=model)
         self._mh = StepMetropolis(self._density)
         # the kernels in the order they run: the warm-up, kept to the end without a sampler's
         options = {"target": random_walk_target(self.dim), **(warmup_options or {})}

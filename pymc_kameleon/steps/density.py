@@ -4,7 +4,8 @@
 it): it takes a point as PyMC stores it (the block's dtype, float32 variables rounded:
 :meth:`LogDensity.round`) and applies the step's ``on_error`` to a failure: an exception
 raises :class:`~.evaluations.LogDensityError` or is a rejection, NaN is a rejection; both
-are counted in :class:`~.evaluations.FailedEvaluations` (see ``docs/robustness.md``).  The
+are counted in :class:`~.evaluations.FailedEvaluations` (see ``docs/robustness.md``), at
+the point in the model's own variables (:class:`~pymc_kameleon.model_point.ModelPoint`).  The
 Laplace start's optimiser evaluates the same function through :meth:`LogDensity.searching`,
 where failures are ``-inf`` and not counted.
 """
@@ -22,6 +23,8 @@ from pymc.pytensorf import compile as compile_pytensor
 from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 
 from ..compat import logp_compile_kwargs
+from ..failures import Failure
+from ..model_point import ModelPoint
 from .evaluations import FailedEvaluations, LogDensityError, check_on_error
 from .start import searching
 
@@ -51,16 +54,19 @@ class LogDensity:
         What an exception raised by ``call`` does (the step's ``on_error``).
     name : str
         The step's name and variables, for messages.
+    model : pymc.Model, optional
+        Failed points are named in its variables (else in the block's value variables).
     """
 
     def __init__(self, call: Callable[[np.ndarray], Any], *, on_error: str = "raise",
-                 name: str = ""):
+                 name: str = "", model=None):
         self.call = call
         self.on_error = check_on_error(on_error)
         self.name = name
+        self.model = model
         self.dtype = np.dtype(pytensor.config.floatX)  # the block's, from its first point
         self.float32: list[slice] | None = None  # the float32 variables, rounded on storing
-        self.info: Any = None  # the block's layout (PyMC's point_map_info)
+        self.point: ModelPoint | None = None  # failed points in the model's variables
         self.failed = FailedEvaluations()  # the chain's failures
         self.tune = True  # whether the current draw tunes (for the error's message)
 
@@ -68,8 +74,17 @@ class LogDensity:
         """Take the block's dtype, layout and float32 variables from PyMC's point."""
         if self.float32 is None:
             self.float32 = _float32_slices(q0)
-        self.info = q0.point_map_info
+        if self.point is None and self.model is not None:
+            self.point = ModelPoint(self.model, q0.point_map_info)
         self.dtype = q0.data.dtype
+
+    @property
+    def info(self):
+        """The layout of the points :attr:`failed` holds (``None``: raveled values)."""
+        return None if self.point is None else self.point.info
+
+    def _model(self, x: np.ndarray) -> np.ndarray:
+        return x if self.point is None else self.point.ravel(x)
 
     def begin_draw(self, tune: bool) -> None:
         """A draw starts: its failures are counted from here (``tune``: it tunes)."""
@@ -94,13 +109,15 @@ class LogDensity:
         try:
             value = float(self.call(np.asarray(x, dtype=self.dtype)))
         except Exception as exc:  # the user's code (an estimator, a solver) raised
+            failure = Failure.of(0, exc)
             if self.on_error == "raise":
-                raise LogDensityError(
-                    self.failed.error(self.name, x, self.info, self.tune)) from exc
-            self.failed.add(x, exc)
+                raise LogDensityError(self.failed.error(
+                    self.name, self._model(x), self.info, self.tune, failure.op)
+                ) from failure.error
+            self.failed.add(self._model(x), failure)
             return -math.inf
         if math.isnan(value):
-            self.failed.add(x)
+            self.failed.add(self._model(x))
         return value if math.isfinite(value) else -math.inf
 
     def searching(self) -> Callable[[np.ndarray], float]:

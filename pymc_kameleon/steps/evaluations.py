@@ -6,29 +6,31 @@ that fails now and then) are rejections of the proposal, as a value of ``-inf`` 
 ``-inf`` they are not silent: they change the target (see ``docs/robustness.md``), so each
 chain counts them (the sample stats ``n_nan`` and ``n_errors``) and reports once, through
 PyMC's ``warning`` sample stat, how many there were and where.  A log density that is not
-finite at a chain's starting point stops sampling with :class:`StartError`.
+finite at a chain's starting point stops sampling with :class:`StartError`.  The counting
+is :class:`pymc_kameleon.failures.Failures`, shared with ``KameleonSMC``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from pymc.exceptions import SamplingError
 from pymc.stats.convergence import SamplerWarning, WarningType
 
-__all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "StartError", "check_on_error"]
+from ..failures import ON_ERROR, Failures, check_on_error, format_point
 
-#: What a step does when the log density raises (the ``on_error`` argument).
-ON_ERROR = ("raise", "reject")
+__all__ = ["ON_ERROR", "FailedEvaluations", "LogDensityError", "StartError", "check_on_error"]
 
 
 class LogDensityError(SamplingError):
-    """The model's log density raised during sampling (``on_error="raise"``).
+    """The model's log density raised during sampling (``on_error="raise"``), in a step of
+    ``pm.sample`` or in :class:`~pymc_kameleon.KameleonSMC`.
 
-    The message names the chain's draw and the point; the user's exception is the
-    ``__cause__`` (as PyTensor re-raised it: same type, message extended with the Op).
-    A subclass of PyMC's :class:`~pymc.exceptions.SamplingError`.
+    The message names where (the chain's draw, or the SMC stage) and the point; the user's
+    exception, as their code raised it, is the ``__cause__`` (raised in a worker process,
+    its traceback is the ``__cause__``'s own ``__cause__``).  A subclass of PyMC's
+    :class:`~pymc.exceptions.SamplingError`.
     """
 
 
@@ -50,58 +52,21 @@ class StartError(SamplingError):
         return cls(f"{message}\n{step}: at the start of the chain.")
 
 
-def check_on_error(value: str) -> str:
-    """``value`` if it is one of :data:`ON_ERROR`, else a ``ValueError`` naming it."""
-    if value not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {ON_ERROR}, got {value!r}")
-    return value
-
-
 @dataclass
-class FailedEvaluations:
-    """Per-chain count of NaN values and exceptions, with where they happened.
+class FailedEvaluations(Failures):
+    """A chain's :class:`~pymc_kameleon.failures.Failures`, counted per draw and reported
+    once per chain; ``draw`` counts the chain's draws so far."""
 
-    ``lo``/``hi`` is the box (per raveled coordinate, model space) of the failed points,
-    ``first`` the first of them; ``draw`` counts the chain's draws so far.
-    """
-
-    n_nan: int = 0
-    n_errors: int = 0
-    first: np.ndarray | None = None
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-    first_error: str = ""
     draw: int = 0
     reported: bool = False
-    at_draw_start: tuple[int, int] = field(default=(0, 0))
-
-    @property
-    def total(self) -> int:
-        return self.n_nan + self.n_errors
-
-    def add(self, x: np.ndarray, error: BaseException | None = None) -> None:
-        """Record one failed evaluation at ``x`` (an exception if ``error`` is given)."""
-        x = np.array(x, dtype=float)
-        if error is None:
-            self.n_nan += 1
-        else:
-            self.n_errors += 1
-            if not self.first_error:
-                self.first_error = f"{type(error).__name__}: {error}".split("\n")[0][:300]
-        if self.first is None:
-            self.first, self.lo, self.hi = x, x.copy(), x.copy()
-        else:
-            np.minimum(self.lo, x, out=self.lo)
-            np.maximum(self.hi, x, out=self.hi)
 
     def begin_draw(self) -> None:
-        self.at_draw_start = (self.n_nan, self.n_errors)
+        self.mark("draw")
 
     def draw_stats(self) -> dict[str, int]:
         """Counts of the draw that ends now (everything since :meth:`begin_draw`)."""
-        n_nan, n_errors = self.at_draw_start
         self.draw += 1
-        return {"n_nan": self.n_nan - n_nan, "n_errors": self.n_errors - n_errors}
+        return self.since("draw")
 
     def warning(self, step: str, info, n_draws: int | None) -> SamplerWarning | None:
         """The chain's one report, or ``None``: at the chain's last draw when PyMC says
@@ -112,57 +77,28 @@ class FailedEvaluations:
         if n_draws is not None and self.draw < n_draws:
             return None
         self.reported = True
-        what = []
-        if self.n_nan:
-            what.append(f"NaN at {self.n_nan} evaluation{'s' * (self.n_nan > 1)}")
-        if self.n_errors:
-            what.append(f"an exception at {self.n_errors} evaluation"
-                        f"{'s' * (self.n_errors > 1)} (on_error='reject'; the first: "
-                        f"{self.first_error})")
         so_far = "in this chain" if n_draws is not None else (
             f"by draw {self.draw - 1} of this chain (later ones are only counted)")
         message = (
-            f"{step}: the log density gave {' and '.join(what)} {so_far}. "
+            f"{step}: the log density gave {self.what()} {so_far}. "
             "Each was a rejected proposal, so the chain samples the posterior restricted "
             "to where the log density is finite, not the model's posterior (return -inf "
-            "where the density is zero).  Failed points: first at "
-            f"{_format(self.first, info)}, all within {_format_box(self.lo, self.hi, info)}. "
+            f"where the density is zero).  {self.where(info)} "
             "Counts per draw: sample stats n_nan and n_errors."
         )
         return SamplerWarning(WarningType.BAD_PARAMS, message, "warn",
                               extra={"n_nan": self.n_nan, "n_errors": self.n_errors,
                                      "first": self.first, "lo": self.lo, "hi": self.hi})
 
-    def error(self, step: str, x: np.ndarray, info, tune: bool) -> str:
+    def error(self, step: str, x: np.ndarray, info, tune: bool, op: str = "") -> str:
         """Message of the :class:`LogDensityError` for a failure at ``x`` now."""
         phase = "tuning" if tune else "after tuning"
         return (f"{step}: the log density raised at draw {self.draw} ({phase}, counting "
-                "from 0 with the tuning draws) of this chain, at the point "
-                f"{_format(x, info)}.  Pass on_error='reject' to the step to count such "
+                f"from 0 with the tuning draws) of this chain,{_in(op)} at the point "
+                f"{format_point(x, info)}.  Pass on_error='reject' to the step to count such "
                 "failures as rejected proposals (this changes the target: "
                 "docs/robustness.md).")
 
 
-def _split(x: np.ndarray, info) -> dict[str, np.ndarray]:
-    out, start = {}, 0
-    for name, shape, size, _dtype in info:
-        out[name] = x[start:start + int(size)].reshape(shape)
-        start += int(size)
-    return out
-
-
-def _text(a: np.ndarray) -> str:
-    return np.array2string(np.asarray(a), precision=4, threshold=8, separator=", ")
-
-
-def _format(x: np.ndarray, info) -> str:
-    if info is None:
-        return _text(x)
-    return "{" + ", ".join(f"{k}: {_text(v)}" for k, v in _split(x, info).items()) + "}"
-
-
-def _format_box(lo: np.ndarray, hi: np.ndarray, info) -> str:
-    if info is None:
-        return f"[{_text(lo)}, {_text(hi)}]"
-    lo_, hi_ = _split(lo, info), _split(hi, info)
-    return "{" + ", ".join(f"{k}: [{_text(lo_[k])}, {_text(hi_[k])}]" for k in lo_) + "}"
+def _in(op: str) -> str:
+    return f" in {op}," if op else ""
