@@ -52,6 +52,12 @@ __all__ = ["KameleonSMC"]
 
 
 
+EXECUTOR_STAYS = (
+    "KameleonSMC(executor=...) evaluates each chain's particles on the executor and cannot be "
+    "sent to pm.sample_smc's chain processes: pass cores=1 (the chains then run one after the "
+    "other, each on every worker of the executor)")
+
+
 def _restore_kernel(cls, payload: bytes):
     kernel = cls.__new__(cls)
     kernel.__dict__.update(pickle.loads(payload))
@@ -61,22 +67,17 @@ def _restore_kernel(cls, payload: bytes):
 class KameleonSMC(SeamedSMCKernel):
     r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
 
-    ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence
-    and replaces the mutation: every particle runs exact Metropolis-Hastings steps for the
-    stage's tempered target, proposing from a Gaussian mixture fitted to the whitened
-    particles (probability ``independent_weight``) or from the KAMH proposal built from a
-    subsample of them.  Only the log density is used, once per proposal, and each particle's
-    stored value is never re-evaluated (pseudo-marginal SMC).  How it works, what is exact
-    and what it costs: ``docs/smc.md``.
+    ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence;
+    each particle makes exact Metropolis-Hastings moves from a Gaussian mixture fitted to the
+    whitened particles or from the KAMH proposal, one log density per proposal, each stored
+    value never re-evaluated (pseudo-marginal SMC).  How and what it costs: ``docs/smc.md``.
 
     Parameters
     ----------
     gamma, n_subsample, independent_weight, n_clusters, global_weight, em_iters : optional
-        The moves: :class:`~pymc_kameleon.smc.SMCOptions` has their defaults and meaning.
+        The moves (:class:`~pymc_kameleon.smc.SMCOptions`: defaults and meanings).
     correlation_threshold, max_steps, min_steps, refresh_fraction, stationarity : optional
-        When a stage's moves end (:class:`~pymc_kameleon.smc.SMCOptions`).
-    learning_rate, slowest_rule : optional
-        The scale's adaptation and a stricter stage end (:class:`~pymc_kameleon.smc.SMCOptions`).
+        The end of a stage; ``learning_rate`` and ``slowest_rule`` too (as above).
     executor : concurrent.futures.Executor or dask.distributed.Client, optional
         Evaluate each batch of proposals on it (needs ``pm.sample_smc(cores=1)``).
     max_evals : int, optional
@@ -87,23 +88,18 @@ class KameleonSMC(SeamedSMCKernel):
         Spend this many more evaluations on adaptive importance-sampling rounds after the
         last stage, and return this many draws resampled from the importance sample.
     on_error : {"raise", "reject"}, default "raise"
-        What an exception raised by the log density does, as for the steps: a
-        :class:`~pymc_kameleon.LogDensityError` naming the point in the model's variables,
-        with the model's exception as its cause, or zero density (log density ``-inf``)
-        counted in the per-stage stat ``n_errors`` and reported once per chain.  NaN is
-        always zero density, counted in ``n_nan`` (docs/robustness.md).
+        An exception of the log density: a :class:`~pymc_kameleon.LogDensityError` naming
+        the point in the model's variables, or zero density counted in the stat ``n_errors``
+        (as for the steps; NaN is always zero density, in ``n_nan``; docs/robustness.md).
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
     emulator : bool or EmulatorSettings, default False
         Let an emulator of the log density choose where to evaluate, and the true
         evaluations decide the answer by importance sampling (``docs/emulator.md``); falls
         back to the stages, with a warning, where it does not pay.
-    rules : StageRules, optional
-        When a stage's moves end (default: from the settings above;
-        :mod:`pymc_kameleon.particles.rules`).
-    move : MixtureMove, optional
-        The Metropolis-Hastings move of every particle
-        (:mod:`pymc_kameleon.particles.proposal`).
+    rules, move : StageRules, MixtureMove, optional
+        When a stage's moves end, and every particle's MH move (default: from the settings
+        above; :mod:`pymc_kameleon.particles.rules`, :mod:`~pymc_kameleon.particles.proposal`).
     callback : callable, optional
         ``callback(record)`` after every move of every particle, with the stage's
         :class:`~pymc_kameleon.particles.rules.StepRecord`; it must not change it.
@@ -137,8 +133,7 @@ class KameleonSMC(SeamedSMCKernel):
         self._run = uuid.uuid4().hex  # travels with the kernel to every chain (RunSettings)
         model = modelcontext(kwargs.get("model"))
         self._transforms, self._ordered = value_transforms(model), sortable_ordered(model)
-        self._point = ModelPoint(model, [(v.name, *self.var_info[v.name])
-                                         for v in self.variables])  # names failed points
+        self._point = ModelPoint(model, [(v.name, *self.var_info[v.name]) for v in self.variables])
         expression = prior_draws_replace_initvals(model)
         if expression is not None:
             self.set_prior_expression(expression)
@@ -188,9 +183,8 @@ class KameleonSMC(SeamedSMCKernel):
         return self.evaluations.raw(X, self.rng)
 
     def setup_kernel(self) -> None:
-        """A new chain: its adaptation reset; a NaN log density of a starting particle is
-        ``-inf`` (zero weight), with a warning, where PyMC's own kernels stop; a start
-        mostly without finite density stops with an error naming the variables."""
+        """A new chain: adaptation reset; a starting particle's NaN log density is ``-inf``
+        (reported); a start mostly without finite density stops with a clear error."""
         self._new_chain()
         check_start_finite(self.tempered_posterior, self.prior_logp, self.likelihood_logp,
                            {v.name: self.var_info[v.name][1] for v in self.variables},
@@ -204,34 +198,29 @@ class KameleonSMC(SeamedSMCKernel):
     def update_beta_and_weights(self) -> None:
         """PyMC's next temperature; once the evaluation budget cannot pay for another stage,
         straight to ``beta = 1`` by importance weights, with a warning."""
-        if self.emulated is not None:  # the emulator's round sets beta
-            self.iteration += 1
-            return None
-        if self.evaluations.left() >= self.draws:
+        if self.emulated is None and self.evaluations.left() >= self.draws:
             return super().update_beta_and_weights()
         self.iteration += 1
-        self.weights, increment = self.evaluations.straight_to_posterior(self.likelihood_logp,
-                                                                         self.beta)
-        self.log_marginal_likelihood += increment
-        self.beta = 1.0
+        if self.emulated is None:  # (the emulator's round sets beta itself)
+            self.weights, increment = self.evaluations.straight_to_posterior(
+                self.likelihood_logp, self.beta)
+            self.log_marginal_likelihood += increment
+            self.beta = 1.0
 
     def step(self) -> dict:
         """One stage: PyMC's (resample, tune, mutate), or one round of the emulator; after
         the last, the chain's failed evaluations are reported."""
-        stats = self._step()
+        mode = self.emulated
+        if mode is not None and mode.round():
+            stats = {**stage_stats(self), **mode.stats()}
+        else:
+            if mode is not None:  # fell back: the stages on the true density, from the prior
+                self.emulated, self._emulator_stats = None, mode.stats()
+                mode.fall_back()
+            stats = {**super().step(), **self._emulator_stats}
         if self.beta >= 1:
             self.evaluations.report()
         return stats
-
-    def _step(self) -> dict:
-        mode = self.emulated
-        if mode is None:
-            return {**super().step(), **self._emulator_stats}
-        if mode.round():
-            return {**stage_stats(self), **mode.stats()}
-        self.emulated, self._emulator_stats = None, mode.stats()
-        mode.fall_back()  # the stages on the true density, from fresh prior draws
-        return {**super().step(), **self._emulator_stats}
 
     def tune(self) -> None:
         """The stage's proposal, after adapting ``log nu`` to the last stage's acceptance."""
@@ -275,10 +264,7 @@ class KameleonSMC(SeamedSMCKernel):
 
     def __reduce__(self):
         if self.executor is not None:  # an executor does not travel to another process
-            raise TypeError(
-                "KameleonSMC(executor=...) evaluates each chain's particles on the executor and "
-                "cannot be sent to pm.sample_smc's chain processes: pass cores=1 (the chains "
-                "then run one after the other, each on every worker of the executor)")
+            raise TypeError(EXECUTOR_STAYS)
         # pm.sample_smc(cores > 1) cloudpickles the kernel with its compiled functions;
         # as_op/wrap_py Ops defined in __main__ travel by value (docs/smc.md)
         return _restore_kernel, (type(self), dumps(self.__dict__))
