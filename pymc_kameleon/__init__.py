@@ -5,6 +5,7 @@
 ['FastKameleonStep', 'KameleonStep', 'KernelHMCStep', 'RandomWalkStep']
 """
 
+from .bill import add_evaluations, evaluations, sample
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
 from .steps import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
@@ -21,6 +22,9 @@ __all__ = [
     "RandomWalkStep",
     "StartError",
     "StepInfo",
+    "add_evaluations",
+    "evaluations",
     "pseudo_marginal_potential",
+    "sample",
 ]
 __version__ = "0.1.0.dev0"
