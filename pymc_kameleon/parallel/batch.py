@@ -50,14 +50,18 @@ class _Functions:
         self.funcs = list(funcs)
         self.estimators = [op for f in self.funcs for op in _estimators(f)]
 
-    def __call__(self, X: np.ndarray, seeds: np.ndarray | None) -> np.ndarray:
-        """One row of values per point; each point's estimators are seeded from its seed."""
+    def __call__(self, X: np.ndarray, seeds: np.ndarray | None,
+                 done: Callable[[int], None] | None = None) -> np.ndarray:
+        """One row of values per point; each point's estimators are seeded from its seed;
+        ``done(1)`` after each point."""
         out = np.empty((len(X), len(self.funcs)))
         for i, x in enumerate(X):
             if seeds is not None:
                 self._seed(int(seeds[i]))
             for j, f in enumerate(self.funcs):
                 out[i, j] = np.asarray(f(x), dtype=float).sum()
+            if done is not None:
+                done(1)
         return out
 
     def _seed(self, seed: int) -> None:
@@ -147,13 +151,16 @@ class BatchEvaluator:
         """Whether the functions hold likelihood estimators (they need per-point seeds)."""
         return bool(self.local.estimators)
 
-    def __call__(self, X: np.ndarray, seeds: np.ndarray | None = None) -> np.ndarray:
-        """Values of every function at every row of ``X``, shape ``(len(X), len(funcs))``."""
+    def __call__(self, X: np.ndarray, seeds: np.ndarray | None = None,
+                 done: Callable[[int], None] | None = None) -> np.ndarray:
+        """Values of every function at every row of ``X``, shape ``(len(X), len(funcs))``;
+        ``done(n)`` as each point (in process) or each task of ``n`` points (on the
+        executor) is done, for a progress bar."""
         X = np.asarray(X)
         if self.executor is None or len(X) == 0:
             if self.batched is not None and seeds is None and len(X):
                 return np.asarray(self.batched(X), dtype=float).reshape(len(X), -1)
-            return self.local(X, seeds)
+            return self.local(X, seeds, done)
         bounds = np.linspace(0, len(X), min(len(X), self._n_tasks()) + 1).astype(int)
         parts = list(zip(bounds[:-1], bounds[1:], strict=True))
         results: list = [_MISSING] * len(parts)
@@ -168,6 +175,8 @@ class BatchEvaluator:
                 ((i, parts[i]) for i in todo)}
             for i, fut in futures.items():
                 results[i] = fut.result()
+                if done is not None and not isinstance(results[i], str):
+                    done(parts[i][1] - parts[i][0])
             payload = self._dumps()  # a worker that lacked the functions gets them now
 
     def _n_tasks(self) -> int:

@@ -32,10 +32,19 @@ class Evaluations:
         self.evaluator = evaluator
         self.max_evals = max_evals
         self.total = 0  # the chain's evaluations
+        self.running = 0  # those of the batch under way done so far (the progress bar's)
         self.stage = 0  # since the last stage's stats (the first stage: the prior draws too)
         self.n_nan = 0  # NaN values since the last stage's stats
         self.nan_warned = False
         self.budget_warned = False
+
+    @property
+    def live(self) -> int:
+        """The chain's evaluations so far, those of the batch under way included."""
+        return self.total + self.running
+
+    def _done(self, n: int) -> None:
+        self.running += n
 
     def left(self) -> float:
         """Evaluations left in the budget (infinite without one)."""
@@ -44,7 +53,10 @@ class Evaluations:
     def raw(self, X: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The prior and likelihood terms at the rows of ``X``, one batch."""
         seeds = rng.integers(2**63, size=len(X)) if self.evaluator.has_estimators else None
-        values = self.evaluator(X, seeds)
+        try:
+            values = self.evaluator(X, seeds, done=self._done)
+        finally:
+            self.running = 0
         self.total += len(X)
         self.stage += len(X)
         return values[:, 0], values[:, 1]

@@ -27,7 +27,13 @@ from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
 from ..pseudo_marginal import compiling_for, reseed_estimators
 from ..run_settings import RunSettings
-from .emulated import EMULATOR_STATS, EmulatorMode, point_values, take_recycled
+from .emulated import (
+    EMULATOR_PHASES,
+    EMULATOR_STATS,
+    EmulatorMode,
+    point_values,
+    take_recycled,
+)
 from .evaluation import Evaluations, vectorised_logp
 from .options import SMCOptions
 from .prior import (
@@ -38,8 +44,10 @@ from .prior import (
     sorted_ordered_draws,
     value_transforms,
 )
+from .progress import ChainCell, ProgressBoard
 from .report import (
     STATS,
+    log_summary,
     progressbar_config,
     progressbar_update,
     settings,
@@ -130,6 +138,9 @@ class KameleonSMC(SeamedSMCKernel):
     stats_dtypes_shapes: dict[str, tuple[type, list]] = STATS
     #: every particle stores its likelihood estimate, never re-estimated
     exact_for_pseudo_marginal = True
+    #: the progress bar's live cells (made when PyMC asks for the columns), and the chain's
+    _board: ProgressBoard | None = None
+    _cell: ChainCell | None = None
 
     def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
                  rules: StageRules | None = None, move: MixtureMove | None = None,
@@ -168,6 +179,7 @@ class KameleonSMC(SeamedSMCKernel):
         self.emulated: EmulatorMode | None = None
         self._emulator_stats: dict = {}  # the stats of a run that fell back
         self.recycled_ess = self.log_evidence_recycled = np.nan
+        self.worth = np.nan  # what the returned draws are worth where known (warn_worth)
 
     # ------------------------------------------------------------------ PyMC hooks
     def set_rng(self, rng: np.random.Generator) -> None:
@@ -188,6 +200,9 @@ class KameleonSMC(SeamedSMCKernel):
         evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
                                    self.executor, batched=self._batched)
         self.evaluations = Evaluations(evaluator, self.options.max_evals)
+        ev = self.evaluations
+        self._cell = None if self._board is None else self._board.begin_chain(
+            lambda: ev.live, "emulator" if self.emulator is not None else "stages")
         if self.emulator is not None:  # the emulator evaluates where it chooses
             return point_values(self.prior_logp_func, X), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
@@ -224,12 +239,25 @@ class KameleonSMC(SeamedSMCKernel):
         """One stage: PyMC's (resample, tune, mutate), or one round of the emulator."""
         mode = self.emulated
         if mode is None:
-            return {**super().step(), **self._emulator_stats}
+            return self._ended({**super().step(), **self._emulator_stats})
+        self._show(EMULATOR_PHASES.get(mode.run.phase, mode.run.phase))
         if mode.round():
-            return {**stage_stats(self), **mode.stats()}
+            return self._ended({**stage_stats(self), **mode.stats()})
         self.emulated, self._emulator_stats = None, mode.stats()
+        self._show("stages")
         mode.fall_back()  # the stages on the true density, from fresh prior draws
-        return {**super().step(), **self._emulator_stats}
+        return self._ended({**super().step(), **self._emulator_stats})
+
+    def _show(self, phase: str) -> None:
+        """What the chain does now, on the progress bar."""
+        if self._cell is not None:
+            self._cell.phase = phase
+
+    def _ended(self, stats: dict) -> dict:
+        """The stage's stats; after the last one the chain's end on the progress bar."""
+        if self.beta >= 1 and self._cell is not None:
+            self._cell.end()
+        return stats
 
     def tune(self) -> None:
         """The stage's proposal, after adapting ``log nu`` to the last stage's acceptance."""
@@ -256,20 +284,28 @@ class KameleonSMC(SeamedSMCKernel):
         if self.beta >= 1:  # after the last stage: warnings, or the recycled draws
             warn_final_stage(stage, self.pool is not None)
             if self.pool is not None:
+                self._show("recycling")
                 take_recycled(self)
 
     def sample_stats(self) -> dict:
         """Per stage; the first stage's evaluations count the prior draws too."""
         return stage_stats(self)
 
-    progress_config = staticmethod(progressbar_config)
+    def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
+        """PyMC's columns, each chain's evaluations so far and what it is doing, read live
+        (:mod:`~pymc_kameleon.smc.progress`)."""
+        self._board = ProgressBoard(n_chains)
+        return progressbar_config(self._board)
 
     def progress_update_functions(self) -> tuple:
         return (progressbar_update(self),)
 
     def sample_settings(self) -> RunSettings:
-        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations."""
-        return RunSettings(self._run, self.evaluations.total, settings(self))
+        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations;
+        the run's summary is logged once PyMC has every chain's."""
+        return RunSettings(self._run, self.evaluations.total, settings(self),
+                           chain_draws=len(self.tempered_posterior),
+                           chain_worth=self.worth, on_sampled=log_summary)
 
     def __reduce__(self):
         if self.executor is not None:  # an executor does not travel to another process
