@@ -5,6 +5,7 @@
 ['FastKameleonStep', 'KameleonStep', 'KernelHMCStep', 'RandomWalkStep']
 """
 
+from .bill import add_evaluations, evaluations, sample
 from .parallel import ExecutorError
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
@@ -23,6 +24,9 @@ __all__ = [
     "RandomWalkStep",
     "StartError",
     "StepInfo",
+    "add_evaluations",
+    "evaluations",
     "pseudo_marginal_potential",
+    "sample",
 ]
 __version__ = "0.1.0.dev0"

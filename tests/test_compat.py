@@ -105,12 +105,12 @@ def test_step_hooks_answer_pymcs_names_from_public_ones():
         def progress_config(cls, n_chains=1):
             return ["column"], {"stat": ["-"] * n_chains}
 
-        @classmethod
-        def progress_update_functions(cls):
-            return (str,)
+        def progress_update_functions(self):  # PyMC asks the step: they may depend on it
+            return (str, id(self))
 
+    hooked = Hooked()
     assert Hooked._progressbar_config(3) == (["column"], {"stat": ["-"] * 3})
-    assert Hooked._make_progressbar_update_functions() == (str,)
+    assert hooked._make_progressbar_update_functions() == (str, id(hooked))
     assert Hooked._state_class is dict
 
 

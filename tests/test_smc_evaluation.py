@@ -21,7 +21,6 @@ from pymc_kameleon import KameleonSMC, pseudo_marginal_potential
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.parallel import BatchEvaluator
 from pymc_kameleon.smc import MixtureMove
-from pymc_kameleon.smc.report import progressbar_config, progressbar_update
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
@@ -313,15 +312,17 @@ def test_recycling_costs_exactly_recycle_more_evaluations(curved):
 
 
 def test_progress_bar_shows_the_chain_evaluations(curved):
-    """PyMC's progress-bar hook: "-" before the chain runs here, then its evaluations."""
+    """PyMC's progress-bar hooks: each chain's live cell reads "-" before the chain runs
+    here, then its evaluations; PyMC's update at each stage sets beta only."""
     with curved:
         kernel = KameleonSMC(draws=50, model=curved, random_seed=1)
-    update = progressbar_update(kernel)
-    columns, stats = progressbar_config(2)
-    assert stats["evals"] == ["-", "-"] and len(columns) == 2
-    assert update({"beta": 0.0}) == {"beta": 0.0, "evals": "-"}
+    columns, stats = kernel.progress_config(2)
+    (update,) = kernel.progress_update_functions()
+    cells = stats["chain"]
+    assert [str(c) for c in cells] == ["-", "-"] and len(columns) == 3
+    assert update({"beta": 0.0}) == {"beta": 0.0}
     kernel.initialize(None, np.random.default_rng(1))
-    assert update({"beta": 0.5}) == {"beta": 0.5, "evals": "50"}
+    assert [str(c) for c in cells] == ["50", "-"] and cells[0].phase == "stages"
 
 
 def test_vectorised_log_density_matches_the_loop_and_skips_black_boxes(curved):

@@ -33,7 +33,7 @@ from pymc_kameleon import (
 )
 from pymc_kameleon.models.synthetic import counted_model
 from pymc_kameleon.models.targets import banana_logp
-from pymc_kameleon.steps.progress import progress_text
+from pymc_kameleon.steps.progress import EVALS_FIELD, EvaluationsColumn, progress_text
 from pymc_kameleon.steps.store import PointSync
 
 
@@ -182,7 +182,12 @@ def test_progress_bar_columns(gauss, sampler):
     (update,) = step._make_progressbar_update_functions()
     _, stats_list = step.step(gauss.initial_point())
     shown = update(stats_list[0])
-    assert set(shown) == set(fields) and "accept" in shown and len(columns) == len(fields)
+    # the stats' cells, and the chain's evaluations so far under the step's own field
+    # (the last column adds up those of a compound step's steps)
+    (evals,) = [k for k in shown if k.startswith(EVALS_FIELD)]
+    assert shown.pop(evals) == stats_list[0]["n_evals_total"] > 0
+    assert set(shown) == set(fields) and "accept" in shown and len(columns) == len(fields) + 1
+    assert isinstance(columns[-1], EvaluationsColumn)
     # the first draw is the warm-up's: a stat the sampler has not defined yet reads
     # "warm-up" (KAMH's and F-KAMH's scaling), never "nan"
     assert all(isinstance(text, str) and "nan" not in text for text in shown.values())

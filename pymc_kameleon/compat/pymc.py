@@ -101,7 +101,8 @@ class StepHooks:
     deriving from this one defines instead:
 
     * ``progress_config(n_chains)``: the rich columns and their initial cells;
-    * ``progress_update_functions()``: functions from a draw's stats to the cells' text;
+    * ``progress_update_functions()``: functions from a draw's stats to the cells' text
+      (PyMC asks the step instance: the functions may depend on it);
     * ``state_class``: the ``DataClassState`` of its ``sampling_state``, if any.
     """
 
@@ -114,9 +115,8 @@ class StepHooks:
     def _progressbar_config(cls, n_chains: int = 1) -> tuple[list, dict]:
         return cls.progress_config(n_chains)
 
-    @classmethod
-    def _make_progressbar_update_functions(cls) -> tuple:
-        return cls.progress_update_functions()
+    def _make_progressbar_update_functions(self) -> tuple:
+        return self.progress_update_functions()
 
 
 # ----------------------------------------------------------------------------- SMC stats

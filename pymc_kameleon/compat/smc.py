@@ -3,29 +3,51 @@
 PyMC's :class:`~pymc.smc.kernels.SMC_KERNEL` evaluates the starting particles one after the
 other in ``_initialize_kernel``, which its documentation asks subclasses not to override,
 draws them from the private ``_prior_expression``, and builds the progress bar's columns
-with the private ``_progressbar_config`` and ``_make_progressbar_update_functions``.
+with the private ``_progressbar_config`` and ``_make_progressbar_update_functions`` (on the
+kernel instance, in the process that draws the bar).
 KameleonSMC needs the start's evaluations as one batch (on the user's executor), prior
 draws where PyMC would use an ``initval``, and its evaluations on the progress bar:
 :class:`SeamedSMCKernel` is the one class that touches all of them, for PyMC 5 and 6 alike
 (read for PyMC 5.28 and 6.x).
+
+Two more things rely on how PyMC runs SMC:
+
+* :class:`ChainColumn`: PyMC draws the bar with rich, one task per chain, whose
+  ``Elapsed`` is the task's clock.  PyMC 5 starts every task's clock when the bar appears
+  (a later chain's time includes the earlier chains'), and both majors stop it when beta
+  reaches 1, at the *start* of the last stage (before its moves and the recycling).  The
+  column sets the clock of a task to its chain's own start and end, as PyMC 6 does for
+  nutpie's chains (``NutpieProgressBarManager._set_task_elapsed``).
+* :data:`PYMC_SAMPLING_TIME`: ``pm.sample_smc`` writes its sampling time into the first
+  chain's ``sample_settings()`` once every chain is done (``_save_sample_stats``): the
+  moment a run's summary can be logged, after the progress bar is gone.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import numpy as np
 from pymc.blocking import DictToArrayBijection
 from pymc.pytensorf import floatX
 from pymc.smc.kernels import SMC_KERNEL
+from rich.progress import ProgressColumn
+from rich.table import Column
+from rich.text import Text
 
-__all__ = ["SeamedSMCKernel"]
+__all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "set_chain_clock"]
+
+#: The key of the first chain's settings under which ``pm.sample_smc`` stores its sampling
+#: time, after the last chain (PyMC 5.28 and 6.x).
+PYMC_SAMPLING_TIME = "_t_sampling"
 
 
 class SeamedSMCKernel(SMC_KERNEL):
     """PyMC's SMC kernel with the start evaluated by :meth:`evaluate_start` and the progress
     bar's columns from :meth:`progress_config` and :meth:`progress_update_functions`."""
 
-    @staticmethod
-    def progress_config(n_chains: int = 1) -> tuple[list, dict]:
+    def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
         """The progress bar's columns and their initial cells (PyMC's by default)."""
         return SMC_KERNEL._progressbar_config(n_chains)
 
@@ -33,9 +55,8 @@ class SeamedSMCKernel(SMC_KERNEL):
         """Functions from a stage's stats to the cells' text (PyMC's by default)."""
         return SMC_KERNEL._make_progressbar_update_functions(self)
 
-    @classmethod
-    def _progressbar_config(cls, n_chains: int = 1):
-        return cls.progress_config(n_chains)
+    def _progressbar_config(self, n_chains: int = 1):
+        return self.progress_config(n_chains)
 
     def _make_progressbar_update_functions(self):
         return self.progress_update_functions()
@@ -57,3 +78,40 @@ class SeamedSMCKernel(SMC_KERNEL):
                       for i in range(self.draws)]
         self.tempered_posterior = np.array(floatX(population))
         self.prior_logp, self.likelihood_logp = self.evaluate_start(self.tempered_posterior)
+
+
+# ----------------------------------------------------------------------------- progress bar
+def set_chain_clock(task, cell) -> None:
+    """Set the clock of PyMC's rich ``task`` to the chain of ``cell`` (a
+    :class:`~pymc_kameleon.smc.progress.ChainCell`): from the chain's start to its end,
+    running until then; not started while its chain waits for an earlier one.  Chains run
+    in other processes keep PyMC's clock."""
+    if not cell.local:
+        return
+    if cell.started is None:
+        task.start_time, task.finished_time = None, None
+        return
+    offset = task.get_time() - time.monotonic()  # rich's clock may be another one
+    task.start_time = cell.started + offset
+    task.stop_time = None
+    task.finished_time = None if cell.ended is None else cell.ended - cell.started
+
+
+class ChainColumn(ProgressColumn):
+    """A column of the SMC progress bar read live from the chain's cell, the task's field
+    ``field``: ``text(cell)``.  With ``clock=True`` it also sets the task's clock to the
+    chain's (:func:`set_chain_clock`); give that to the first of the kernel's columns,
+    which rich draws before PyMC's ``Elapsed``."""
+
+    def __init__(self, field: str, text: Callable[[object], str], header: str,
+                 clock: bool = False):
+        super().__init__(table_column=Column(header, ratio=1))
+        self.field, self.text, self.clock = field, text, clock
+
+    def render(self, task) -> Text:
+        cell = task.fields.get(self.field)
+        if cell is None or isinstance(cell, str):
+            return Text("-" if cell is None else cell)
+        if self.clock:
+            set_chain_clock(task, cell)
+        return Text(self.text(cell))

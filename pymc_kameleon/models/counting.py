@@ -18,10 +18,14 @@ Why this is honest:
 * the count is checked against a direct count in ``tests/test_suite_models.py``.
 
 Counts accumulate in the calling process only: sample with ``cores=1`` (the suite runs its 4
-chains one after the other in one process).
+chains one after the other in one process), or give :func:`add_counter` a ``path``: every
+evaluation, in any process of this machine (``pm.sample(cores=2)``'s chain processes), then
+appends one byte to that file, and the count is the file's size (:class:`FileEvalCounter`).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pymc as pm
@@ -29,7 +33,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
-__all__ = ["COUNTER_NAME", "EvalCounter", "add_counter", "find_counter"]
+__all__ = ["COUNTER_NAME", "EvalCounter", "FileEvalCounter", "add_counter", "find_counter"]
 
 #: Name of the counting potential added by :func:`add_counter`.
 COUNTER_NAME = "_logp_evals"
@@ -81,13 +85,59 @@ class EvalCounter(Op):
         return self.grad(inputs, output_gradients)
 
 
-def add_counter(model: pm.Model) -> EvalCounter:
+class FileEvalCounter(EvalCounter):
+    """:class:`EvalCounter` whose count is kept in a file, so that it adds up the
+    evaluations of every process (each appends one byte per evaluation; appends of one byte
+    are atomic).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (created empty, or emptied).
+
+    Examples
+    --------
+    >>> import pytensor, tempfile
+    >>> op = FileEvalCounter(tempfile.mkdtemp() + "/count")
+    >>> x = pt.dvector("x")
+    >>> f = pytensor.function([x], op(x))
+    >>> _ = f([1.0]), f([2.0])
+    >>> op.count
+    2
+    """
+
+    def __init__(self, path) -> None:
+        self.path = os.fspath(path)
+        self.reset()
+
+    @property
+    def count(self) -> int:
+        """Evaluations since construction or the last :meth:`reset`, in every process."""
+        return os.path.getsize(self.path)
+
+    def reset(self) -> None:
+        """Empty the file."""
+        with open(self.path, "wb"):
+            pass
+
+    def perform(self, node, inputs, output_storage) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+        output_storage[0][0] = np.zeros((), dtype="float64")
+
+
+def add_counter(model: pm.Model, path=None) -> EvalCounter:
     """Add the counting potential to ``model`` (in place) and return its counter.
 
     Parameters
     ----------
     model : pymc.Model
         A model with at least one free variable and no counter yet.
+    path : str or os.PathLike, optional
+        Count in this file, across processes (:class:`FileEvalCounter`).
 
     Returns
     -------
@@ -109,7 +159,7 @@ def add_counter(model: pm.Model) -> EvalCounter:
         raise ValueError("the model has no free variable to attach the counter to")
     if COUNTER_NAME in model.named_vars:
         raise ValueError("the model already has an evaluation counter")
-    op = EvalCounter()
+    op = EvalCounter() if path is None else FileEvalCounter(path)
     x = pt.concatenate([pt.cast(rv, "float64").flatten() for rv in model.free_RVs])
     with model:
         pm.Potential(COUNTER_NAME, op(x))

@@ -102,10 +102,11 @@ class _Functions:
         self.estimators = [op for f in self.funcs for op in _estimators(f)]
 
     def __call__(self, X: np.ndarray, seeds: np.ndarray | None,
-                 stop: bool = False) -> tuple[np.ndarray, list[Failure]]:
+                 stop: bool = False, done: Callable[[int], None] | None = None
+                 ) -> tuple[np.ndarray, list[Failure]]:
         """One row of values per point (NaN where it raised), and the points that raised;
         each point's estimators are seeded from its seed.  ``stop``: no point after the
-        first that raised is evaluated."""
+        first that raised is evaluated; ``done(1)`` after each point."""
         out = np.full((len(X), len(self.funcs)), np.nan)
         failures = []
         for i, x in enumerate(X):
@@ -119,6 +120,9 @@ class _Functions:
                 out[i] = np.nan
                 if stop:
                     break
+            finally:
+                if done is not None:
+                    done(1)
         return out, failures
 
     def _seed(self, seed: int) -> None:
@@ -212,21 +216,25 @@ class BatchEvaluator:
         """Whether the functions hold likelihood estimators (they need per-point seeds)."""
         return bool(self.local.estimators)
 
-    def __call__(self, X: np.ndarray, seeds: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, X: np.ndarray, seeds: np.ndarray | None = None,
+                 done: Callable[[int], None] | None = None) -> np.ndarray:
         """Values of every function at every row of ``X``, shape ``(len(X), len(funcs))``;
         the first exception of the functions is raised (:meth:`evaluate` returns them)."""
-        values, failures = self.evaluate(X, seeds, stop=True)
+        values, failures = self.evaluate(X, seeds, stop=True, done=done)
         if failures:
             raise failures[0].cause()
         return values
 
     def evaluate(self, X: np.ndarray, seeds: np.ndarray | None = None,
-                 stop: bool = False) -> tuple[np.ndarray, list[Failure]]:
+                 stop: bool = False, done: Callable[[int], None] | None = None
+                 ) -> tuple[np.ndarray, list[Failure]]:
         """Values of every function at every row of ``X`` (NaN where they raised) and a
         :class:`~pymc_kameleon.failures.Failure` per row that raised, in row order.
 
         ``stop``: return at the first failure (the other rows are then not all evaluated).
-        :class:`ExecutorError` where the executor cannot run the batch.
+        ``done(n)`` as each point (in process) or each task of ``n`` points (on the
+        executor) is done, for a progress bar.  :class:`ExecutorError` where the executor
+        cannot run the batch.
         """
         X = np.asarray(X)
         if self.executor is None or len(X) == 0:
@@ -235,7 +243,7 @@ class BatchEvaluator:
                     return np.asarray(self.batched(X), dtype=float).reshape(len(X), -1), []
                 except Exception:  # which point raised: one at a time
                     pass
-            return self.local(X, seeds, stop)
+            return self.local(X, seeds, stop, done)
         bounds = np.linspace(0, len(X), min(len(X), self._n_tasks()) + 1).astype(int)
         parts = list(zip(bounds[:-1], bounds[1:], strict=True))
         results: list = [_MISSING] * len(parts)
@@ -251,6 +259,8 @@ class BatchEvaluator:
                        for i, (a, b) in ((i, parts[i]) for i in todo)}
             for i, fut in futures.items():
                 results[i] = self._result(fut)
+                if done is not None and not isinstance(results[i], str):
+                    done(parts[i][1] - parts[i][0])
                 if stop and not isinstance(results[i], str) and results[i][1]:
                     for rest in futures.values():  # the batch ends here
                         rest.cancel()

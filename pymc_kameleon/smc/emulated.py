@@ -28,11 +28,13 @@ from ..emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from ..math.importance import resample_indices
 from ..particles.recycling import recycle
 
-__all__ = ["EMULATOR_STATS", "EmulatorMode", "PHASES", "point_values", "take_recycled",
-           "warn_worth"]
+__all__ = ["EMULATOR_PHASES", "EMULATOR_STATS", "EmulatorMode", "PHASES", "point_values",
+           "take_recycled", "warn_worth"]
 
 #: The emulator's phases, as the per-stage stat ``emulator_phase`` numbers them.
 PHASES = ("start", "design", "correction", "done", "fallback")
+#: What the progress bar says a chain does in each phase's round.
+EMULATOR_PHASES = {"start": "mode search", "design": "design", "correction": "correction"}
 #: The per-stage stats of the emulator mode (name: dtype, shape).
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
                   "pareto_k": (float, []), "emulator_error": (float, []),
@@ -57,6 +59,7 @@ def take_recycled(kernel) -> None:
     if out is None:
         return
     k.recycled_ess, k.log_evidence_recycled = out.ess, out.log_evidence
+    k.worth = out.ess  # what the warning below and the run's summary say
     k.tempered_posterior, k.prior_logp, k.likelihood_logp = out.X, out.prior, out.lik
     k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
     if out.ess < o.recycle:
@@ -117,6 +120,7 @@ class EmulatorMode:
         k.prior_logp, k.likelihood_logp = prior[idx], lik[idx]
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
         k.log_marginal_likelihood, k.beta = log_evidence, 1.0
+        k.worth = kish  # what the warning below and the run's summary say
         if kish < k.draws:
             warn_worth("(emulator=...)", k.draws, kish, "kish_ess")
 

@@ -44,9 +44,18 @@ class Evaluations:
         self.on_error = check_on_error(on_error)
         self.point = point
         self.total = 0  # the chain's evaluations
+        self.running = 0  # those of the batch under way done so far (the progress bar's)
         self.stage = 0  # since the last stage's stats (the first stage: the prior draws too)
         self.failed = Failures()  # the chain's NaN values and exceptions
         self.budget_warned = self.failures_reported = False
+
+    @property
+    def live(self) -> int:
+        """The chain's evaluations so far, those of the batch under way included."""
+        return self.total + self.running
+
+    def _done(self, n: int) -> None:
+        self.running += n
 
     def left(self) -> float:
         """Evaluations left in the budget (infinite without one)."""
@@ -57,7 +66,11 @@ class Evaluations:
         """The prior and likelihood terms at the rows of ``X``, one batch; a point that
         raised is ``-inf`` with ``on_error="reject"`` (counted), else the error."""
         seeds = rng.integers(2**63, size=len(X)) if self.evaluator.has_estimators else None
-        values, failures = self.evaluator.evaluate(X, seeds, stop=self.on_error == "raise")
+        try:
+            values, failures = self.evaluator.evaluate(X, seeds, stop=self.on_error == "raise",
+                                                       done=self._done)
+        finally:
+            self.running = 0
         self.total += len(X)
         self.stage += len(X)
         if failures and self.on_error == "raise":

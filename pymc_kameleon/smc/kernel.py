@@ -28,7 +28,13 @@ from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
 from ..pseudo_marginal import compiling_for, reseed_estimators
 from ..run_settings import RunSettings
-from .emulated import EMULATOR_STATS, EmulatorMode, point_values, take_recycled
+from .emulated import (
+    EMULATOR_PHASES,
+    EMULATOR_STATS,
+    EmulatorMode,
+    point_values,
+    take_recycled,
+)
 from .evaluation import Evaluations, vectorised_logp
 from .options import SMCOptions
 from .prior import (
@@ -39,8 +45,10 @@ from .prior import (
     sorted_ordered_draws,
     value_transforms,
 )
+from .progress import ChainCell, ProgressBoard
 from .report import (
     STATS,
+    log_summary,
     progressbar_config,
     progressbar_update,
     settings,
@@ -118,6 +126,9 @@ class KameleonSMC(SeamedSMCKernel):
     stats_dtypes_shapes: dict[str, tuple[type, list]] = STATS
     #: every particle stores its likelihood estimate, never re-estimated
     exact_for_pseudo_marginal = True
+    #: the progress bar's live cells (made when PyMC asks for the columns), and the chain's
+    _board: ProgressBoard | None = None
+    _cell: ChainCell | None = None
 
     def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
                  rules: StageRules | None = None, move: MixtureMove | None = None,
@@ -157,6 +168,7 @@ class KameleonSMC(SeamedSMCKernel):
         self.emulated: EmulatorMode | None = None
         self._emulator_stats: dict = {}  # the stats of a run that fell back
         self.recycled_ess = self.log_evidence_recycled = np.nan
+        self.worth = np.nan  # what the returned draws are worth where known (warn_worth)
 
     # ------------------------------------------------------------------ PyMC hooks
     def set_rng(self, rng: np.random.Generator) -> None:
@@ -176,8 +188,10 @@ class KameleonSMC(SeamedSMCKernel):
         after the other in this process)."""
         evaluator = BatchEvaluator((self.prior_logp_func, self.likelihood_logp_func),
                                    self.executor, batched=self._batched)
-        self.evaluations = Evaluations(evaluator, self.options.max_evals,
-                                       self.options.on_error, self._point)
+        self.evaluations = ev = Evaluations(evaluator, self.options.max_evals,
+                                            self.options.on_error, self._point)
+        self._cell = (self._board or ProgressBoard(0)).begin_chain(
+            lambda: ev.live, "emulator" if self.emulator is not None else "stages")
         if self.emulator is not None:  # the emulator evaluates where it chooses
             return point_values(self.prior_logp_func, X), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
@@ -211,15 +225,19 @@ class KameleonSMC(SeamedSMCKernel):
         """One stage: PyMC's (resample, tune, mutate), or one round of the emulator; after
         the last, the chain's failed evaluations are reported."""
         mode = self.emulated
+        if mode is not None:
+            self._cell.phase = EMULATOR_PHASES.get(mode.run.phase, mode.run.phase)
         if mode is not None and mode.round():
             stats = {**stage_stats(self), **mode.stats()}
         else:
             if mode is not None:  # fell back: the stages on the true density, from the prior
                 self.emulated, self._emulator_stats = None, mode.stats()
+                self._cell.phase = "stages"
                 mode.fall_back()
             stats = {**super().step(), **self._emulator_stats}
-        if self.beta >= 1:
+        if self.beta >= 1:  # the chain's failures reported, its end on the progress bar
             self.evaluations.report()
+            self._cell.end()
         return stats
 
     def tune(self) -> None:
@@ -247,20 +265,28 @@ class KameleonSMC(SeamedSMCKernel):
         if self.beta >= 1:  # after the last stage: warnings, or the recycled draws
             warn_final_stage(stage, self.pool is not None)
             if self.pool is not None:
+                self._cell.phase = "recycling"
                 take_recycled(self)
 
     def sample_stats(self) -> dict:
         """Per stage; the first stage's evaluations count the prior draws too."""
         return stage_stats(self)
 
-    progress_config = staticmethod(progressbar_config)
+    def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
+        """PyMC's columns, each chain's evaluations so far and what it is doing, read live
+        (:mod:`~pymc_kameleon.smc.progress`)."""
+        self._board = ProgressBoard(n_chains)
+        return progressbar_config(self._board)
 
     def progress_update_functions(self) -> tuple:
         return (progressbar_update(self),)
 
     def sample_settings(self) -> RunSettings:
-        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations."""
-        return RunSettings(self._run, self.evaluations.total, settings(self))
+        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations;
+        the run's summary is logged once PyMC has every chain's."""
+        return RunSettings(self._run, self.evaluations.total, settings(self),
+                           chain_draws=len(self.tempered_posterior),
+                           chain_worth=self.worth, on_sampled=log_summary)
 
     def __reduce__(self):
         if self.executor is not None:  # an executor does not travel to another process

@@ -1,5 +1,5 @@
 """What KameleonSMC tells the user: warnings on the last stage, the progress bar's
-columns, and the settings PyMC saves as attributes of ``sample_stats``."""
+columns, the settings PyMC saves as attributes of ``sample_stats``, and the run's summary."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import warnings
 
 import numpy as np
 
+from ..bill import SUMMARY_LOGGER, summary_line
+from ..compat.smc import ChainColumn
 from ..particles.mutation import StageResult
+from .progress import ProgressBoard
 
-__all__ = ["STATS", "progressbar_config", "progressbar_update", "settings", "stage_stats",
-           "warn_final_stage"]
+__all__ = ["STATS", "log_summary", "progressbar_config", "progressbar_update", "settings",
+           "stage_stats", "warn_final_stage"]
 
 #: The per-stage stats (name: dtype, shape).
 STATS: dict[str, tuple[type, list]] = {
@@ -63,28 +66,42 @@ def warn_final_stage(stage: StageResult, recycling: bool) -> None:
             RuntimeWarning, stacklevel=4)
 
 
-def progressbar_config(n_chains: int = 1):
-    """PyMC's SMC progress bar columns, plus the chain's evaluations so far."""
+def progressbar_config(board: ProgressBoard):
+    """PyMC's SMC progress bar columns, plus each chain's evaluations so far and what it is
+    doing, read live from the chains' cells (:mod:`~pymc_kameleon.smc.progress`)."""
     from rich.progress import TextColumn
     from rich.table import Column
 
     columns = [
         TextColumn("{task.fields[beta]:.4f}", table_column=Column("Beta", ratio=1)),
-        TextColumn("{task.fields[evals]}", table_column=Column("Evals", ratio=1)),
+        ChainColumn("chain", lambda cell: cell.evals, "Evals", clock=True),
+        ChainColumn("chain", lambda cell: cell.phase, "Phase"),
     ]
-    return columns, {"beta": [0.0] * n_chains, "evals": ["-"] * n_chains}
+    return columns, {"beta": [0.0] * len(board.cells), "chain": list(board.cells)}
 
 
 def progressbar_update(kernel):
-    """The progress bar's update: the evaluations are known where the chain runs in this
-    process (``cores=1``, the way to use an executor); chains in PyMC's worker processes
-    show "-"."""
+    """The progress bar's update at each stage: its beta (the chain's cell is live)."""
 
     def update_stats(stats):
-        ev = kernel.evaluations
-        return {"beta": stats.get("beta", 0.0), "evals": "-" if ev is None else f"{ev.total:,}"}
+        return {"beta": stats.get("beta", 0.0)}
 
     return update_stats
+
+
+def log_summary(members, seconds: float) -> None:
+    """The run's one-line summary (logger ``pymc_kameleon.summary``): its evaluations, wall
+    time and, where the draws are resampled from an importance sample, what that sample is
+    worth (the number the chain's warning gives: :func:`~.emulated.warn_worth`)."""
+    per_chain = [m.chain_evals for m in members]
+    worth = [m.chain_worth for m in members]
+    draws = sum(m.chain_draws for m in members)
+    text = ""
+    if worth and all(np.isfinite(w) for w in worth) and sum(worth) < draws:
+        text = (f"the {draws:,} returned draws are resampled from importance samples worth "
+                f"about {sum(worth):,.0f} independent draws (Kish's ESS); ArviZ's ESS "
+                "of them overstates it")
+    SUMMARY_LOGGER.info(summary_line("KameleonSMC", per_chain, seconds, text))
 
 
 def settings(kernel) -> dict:

@@ -1,0 +1,181 @@
+"""The bill of a run: its log-density evaluations, per chain and in total, in both APIs.
+
+``pm.sample_smc(kernel=KameleonSMC)`` saves ``n_evals_total`` (every chain's evaluations)
+and ``n_evals_chains`` as attributes of ``sample_stats``.  ``pm.sample`` builds the
+attributes of ``sample_stats`` from its own report only and calls no step method after a
+chain's last draw, so a step cannot add them; each step reports instead the per-draw stat
+``n_evals_total``, the chain's evaluations so far (its start, Laplace search and tuning
+included).  :func:`evaluations` reads the bill from either result, :func:`add_evaluations`
+writes it as attributes, and :func:`sample` is ``pm.sample`` with both done and a one-line
+summary logged at the end.
+
+The summary goes to the logger ``pymc_kameleon.summary`` at INFO level.  As PyMC does for
+its own logger, a handler is added when the program configured no logging, and
+``logging.getLogger("pymc_kameleon").setLevel(logging.WARNING)`` (or ``quiet=True``)
+silences it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from .compat import group_dataset, smc_stat_per_chain
+
+__all__ = ["SUMMARY_LOGGER", "add_evaluations", "evaluations", "sample"]
+
+#: The logger of the end-of-run summaries (of :func:`sample` and of ``KameleonSMC``).
+SUMMARY_LOGGER = logging.getLogger("pymc_kameleon.summary")
+if not logging.root.handlers:  # PyMC's rule for its own logger
+    _package = logging.getLogger("pymc_kameleon")
+    if _package.level == logging.NOTSET:
+        _package.setLevel(logging.INFO)
+    if not SUMMARY_LOGGER.handlers:
+        SUMMARY_LOGGER.addHandler(logging.StreamHandler())
+
+
+def evaluations(result) -> dict[str, Any]:
+    """The log-density evaluations of a run of this package's samplers.
+
+    Parameters
+    ----------
+    result : arviz.InferenceData, xarray.DataTree or pymc.backends.base.MultiTrace
+        What ``pm.sample`` returned (with steps of this package, alone or next to PyMC's),
+        or what ``pm.sample_smc(kernel=KameleonSMC)`` returned.
+
+    Returns
+    -------
+    dict
+        ``n_evals_total`` (int, every chain), ``n_evals_per_chain`` (int64 array, in the
+        order of the ``chain`` coordinate) and ``n_evals_chains`` (int).
+
+    Notes
+    -----
+    ``pm.sample``: each chain's last value of the stat ``n_evals_total`` (it counts every
+    evaluation of the chain, tuning included, so discarding the tuning draws changes
+    nothing), summed over the model's steps of this package (each counts its own; PyMC's
+    steps, e.g. ``pm.Metropolis`` for a discrete variable, are not counted, nor the one
+    evaluation per chain of PyMC's check of the starting point).  ``pm.sample_smc``: the
+    per-stage stat ``n_evals`` summed over each chain's stages (the prior draws, the
+    stages, recycling and the emulator's rounds).
+
+    Raises
+    ------
+    ValueError
+        When ``result`` holds no evaluation counts (sampled by other samplers).
+    """
+    per_chain = _per_chain(result)
+    if per_chain is None:
+        raise ValueError(
+            "no evaluation counts in this result: it was not sampled by this package's "
+            "steps (sample stat n_evals_total) or KameleonSMC (sample stat n_evals)")
+    per_chain = np.asarray(per_chain, dtype=np.int64)
+    return {"n_evals_total": int(per_chain.sum()), "n_evals_per_chain": per_chain,
+            "n_evals_chains": len(per_chain)}
+
+
+def add_evaluations(idata):
+    """Write :func:`evaluations` into ``idata.sample_stats.attrs`` (in place); return
+    ``idata``.
+
+    For ``pm.sample``'s result, which has no such attributes, and for
+    ``pm.sample_smc``'s, which lacks the per-chain counts.
+    """
+    bill = evaluations(idata)
+    idata["sample_stats"].attrs.update(bill)
+    return idata
+
+
+def sample(*args, **kwargs):
+    """``pm.sample(*args, **kwargs)``, with the run's evaluations in
+    ``sample_stats.attrs`` (:func:`add_evaluations`) and a one-line summary logged.
+
+    The same arguments and result as ``pm.sample``; steps of other packages alone give
+    ``pm.sample``'s result unchanged, without a summary.  ``quiet=True`` logs nothing.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_kameleon as pk
+    >>> with pm.Model():
+    ...     x = pm.Normal("x")
+    ...     idata = pk.sample(draws=20, tune=20, chains=1, step=pk.RandomWalkStep(),
+    ...                       progressbar=False, compute_convergence_checks=False,
+    ...                       random_seed=1, quiet=True)
+    >>> idata.sample_stats.attrs["n_evals_total"] > 40
+    True
+    """
+    import pymc as pm
+
+    start = time.perf_counter()
+    result = pm.sample(*args, **kwargs)
+    seconds = time.perf_counter() - start
+    per_chain = _per_chain(result)
+    if per_chain is None:
+        return result
+    bill = evaluations(result)
+    if _is_idata(result):
+        result["sample_stats"].attrs.update(bill)
+    if not kwargs.get("quiet", False):
+        SUMMARY_LOGGER.info(summary_line("pm.sample", bill["n_evals_per_chain"], seconds))
+    return result
+
+
+def summary_line(what: str, per_chain, seconds: float, worth: str = "") -> str:
+    """The one-line summary: evaluations in total and per chain, wall time, and ``worth``
+    (what the returned draws are worth, where known)."""
+    per_chain = [int(n) for n in per_chain]
+    total = sum(per_chain)
+    if len(per_chain) <= 8:
+        chains = " + ".join(f"{n:,}" for n in per_chain)
+    else:
+        chains = f"{min(per_chain):,} to {max(per_chain):,}"
+    rate = f", {total / seconds:,.0f} per second" if seconds > 0 else ""
+    wall = f"{seconds:.1f}" if seconds < 10 else f"{seconds:,.0f}"
+    line = (f"{what}: {total:,} log-density evaluations in {wall} s wall time "
+            f"({len(per_chain)} chain{'s' * (len(per_chain) != 1)}: {chains}{rate})")
+    return f"{line}; {worth}" if worth else line
+
+
+def _is_idata(result) -> bool:
+    try:
+        result["sample_stats"]
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return hasattr(result, "groups") or hasattr(result, "children")
+
+
+def _per_chain(result) -> np.ndarray | None:
+    """Each chain's evaluations, or None where ``result`` has no counts."""
+    if hasattr(result, "get_sampler_stats"):  # a MultiTrace
+        if "n_evals_total" not in getattr(result, "stat_names", ()):
+            return None
+        return np.array([_last(np.asarray(v)) for v in
+                         result.get_sampler_stats("n_evals_total", combine=False,
+                                                  squeeze=False)])
+    if not _is_idata(result):
+        return None
+    stats = group_dataset(result, "sample_stats")
+    if "n_evals_total" in stats.data_vars:
+        values = stats["n_evals_total"].values
+        if values.shape[1] == 0:  # no posterior draws: the last tuning draw
+            try:
+                values = group_dataset(result, "warmup_sample_stats")["n_evals_total"].values
+            except KeyError:
+                return None
+        return np.array([_last(v) for v in values])
+    if "n_evals" in stats.data_vars and "beta" in stats.data_vars:  # KameleonSMC's stages
+        chains = group_dataset(result, "posterior").sizes["chain"]
+        return np.array([int(np.nansum(v)) for v in
+                         smc_stat_per_chain(stats["n_evals"].values, chains)])
+    return None
+
+
+def _last(chain: np.ndarray) -> int:
+    """One chain's evaluations: its last draw's counts, summed over the steps (a compound
+    step's stat has a step axis after the draw axis)."""
+    if chain.shape[0] == 0:
+        return 0
+    return int(np.sum(chain[-1]))
