@@ -75,7 +75,7 @@ class HareLynxOp(Op):
 
 
 def hare_lynx_model() -> pm.Model:
-    """Lotka-Volterra fitted to :data:`HARE_LYNX` with unknown initial states (d = 8).
+    """Lotka-Volterra fitted to :data:`.HARE_LYNX` with unknown initial states (d = 8).
 
     Priors as in the Stan case study: ``alpha, gamma ~ N+(1, 0.5)``, ``beta, delta ~
     N+(0.05, 0.05)``, initial states ``~ LogNormal(log 10, 1)``, noise sds ``~

@@ -54,7 +54,7 @@ def gp_correlation(lengthscale) -> pt.TensorVariable:
 
 
 def gp_simulate() -> np.ndarray:
-    """The counts of :data:`GP_COUNTS`, recomputed from :data:`GP_TRUE` and :data:`GP_SEED`."""
+    """The counts of :data:`.GP_COUNTS`, recomputed from :data:`GP_TRUE` and :data:`GP_SEED`."""
     amp, ls = GP_TRUE
     rng = np.random.default_rng(GP_SEED)
     cov = amp**2 * gp_correlation(ls).eval()

@@ -146,7 +146,7 @@ def solve_pk_sensitivities(log_theta: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def pk_simulate() -> np.ndarray:
-    """The data of :data:`PK_CONC`, recomputed from :data:`PK_TRUE` and :data:`PK_SEED`."""
+    """The data of :data:`.PK_CONC`, recomputed from :data:`PK_TRUE` and :data:`PK_SEED`."""
     clean = solve_pk(np.log(PK_TRUE[:3]))
     noise = np.random.default_rng(PK_SEED).normal(0.0, PK_TRUE[3], PK_TIMES.size)
     return np.round(clean * np.exp(noise), 4)
@@ -209,7 +209,7 @@ def _pk(differentiable: bool) -> pm.Model:
 
 def pk_model() -> pm.Model:
     """One-compartment PK with first-order absorption and Michaelis-Menten elimination,
-    fitted to :data:`PK_CONC` (d = 4, everything on the log scale, black-box ``odeint``).
+    fitted to :data:`.PK_CONC` (d = 4, everything on the log scale, black-box ``odeint``).
 
     ``log ka ~ N(0, 1)``, ``log Vm, log Km ~ N(log 10, 1.5)``, ``log sigma ~ N(log 0.1,
     0.5)``; ``log C_obs ~ N(log C(t), sigma)``.  The concentrations stay below Km, so the

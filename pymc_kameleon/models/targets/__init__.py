@@ -33,7 +33,7 @@ All functions take the draws as an array of shape ``(..., d)`` (e.g. ``(n, d)``,
 
 * :mod:`.banana`: the banana's density, exact sampler and exact coverage;
 * :mod:`.flower`: the flower's density, normalising constant and exact sampler;
-* :mod:`.coverage`: what both share: the levels :data:`QUANTILE_LEVELS`,
+* :mod:`.coverage`: what both share: the levels :data:`.QUANTILE_LEVELS`,
   :func:`squared_norm` and the sample-based :func:`quantile_coverage_error`.
 
 Every name is importable from ``pymc_kameleon.models.targets`` itself.

@@ -1,6 +1,6 @@
 """What the banana and the flower targets share, and the sample-based coverage metric.
 
-The draws' shapes, the quantile levels :data:`QUANTILE_LEVELS`, the statistic
+The draws' shapes, the quantile levels :data:`.QUANTILE_LEVELS`, the statistic
 :func:`squared_norm`, and :func:`quantile_coverage_error`, which compares draws with a large
 exact sample for a target without closed-form quantile regions (the flower).
 
