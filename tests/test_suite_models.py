@@ -64,7 +64,7 @@ def test_reference_parametrisation_has_the_same_posterior(name):
 
 
 def test_hard_model_data_are_the_documented_simulations():
-    """The constants typed into pymc_kameleon/models/hard.py are what their seeds and true
+    """The constants typed into pymc_kameleon/models/hard/ are what their seeds and true
     values give; the PK concentrations stay below Km (only Vm / Km is pinned by the data)."""
     np.testing.assert_array_equal(hm.pk_simulate(), hm.PK_CONC)
     np.testing.assert_array_equal(hm.gp_simulate(), hm.GP_COUNTS)
@@ -90,7 +90,8 @@ def test_pk_reference_model_has_the_same_posterior(broken, monkeypatch):
     model agree to 1e-6 in log density; with an RK4 of 2 steps per quarter hour (a broken
     reference) they do not, so the check can fail."""
     if broken:
-        monkeypatch.setattr(hm, "PK_RK4_STEPS", 2)
+        # in the module whose solve_pk_sensitivities reads it (hm.PK_RK4_STEPS is a copy)
+        monkeypatch.setattr("pymc_kameleon.models.hard.pk.PK_RK4_STEPS", 2)
     logp = hm.pk_model().compile_logp()
     ref_logp = hm.pk_model_differentiable().compile_logp()
     diffs = [float(logp(p)) - float(ref_logp(p)) for p in _pk_points(8)]

@@ -234,7 +234,7 @@ MODELS: dict[str, ModelSpec] = {
               "nuts", "NUTS 4 x 5000",
               hard="a long tail to mu < 0 with large sigma (NUTS: bulk ESS 240 of 4000 at "
                    "pm.sample's defaults)"),
-        # hard real posteriors (issue 42; pymc_kameleon/models/hard.py)
+        # hard real posteriors (issue 42; pymc_kameleon/models/hard/)
         _spec("hare-lynx", "predator-prey ODE on the hare-lynx pelts, unknown initial states",
               hare_lynx_model, 8, False, False, "chain",
               "pm.DEMetropolisZ 4 x 40000 after 5000 tuning, started at the global mode",
