@@ -27,7 +27,6 @@ from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
 from ..particles.recycling import RecycledPool
 from ..particles.rules import StageRules
 from ..pseudo_marginal import compiling_for, reseed_estimators
-from ..run_settings import RunSettings
 from .emulated import (
     EMULATOR_PHASES,
     EMULATOR_STATS,
@@ -45,20 +44,9 @@ from .prior import (
     sorted_ordered_draws,
     value_transforms,
 )
-from .progress import ChainCell, ProgressBoard
-from .report import (
-    STATS,
-    log_summary,
-    progressbar_config,
-    progressbar_update,
-    settings,
-    stage_stats,
-    warn_final_stage,
-)
+from .report import STATS, ChainReport, stage_stats, warn_final_stage
 
 __all__ = ["KameleonSMC"]
-
-
 
 EXECUTOR_STAYS = (
     "KameleonSMC(executor=...) evaluates each chain's particles on the executor and cannot be "
@@ -72,7 +60,7 @@ def _restore_kernel(cls, payload: bytes):
     return kernel
 
 
-class KameleonSMC(SeamedSMCKernel):
+class KameleonSMC(ChainReport, SeamedSMCKernel):
     r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
 
     ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence;
@@ -126,9 +114,6 @@ class KameleonSMC(SeamedSMCKernel):
     stats_dtypes_shapes: dict[str, tuple[type, list]] = STATS
     #: every particle stores its likelihood estimate, never re-estimated
     exact_for_pseudo_marginal = True
-    #: the progress bar's live cells (made when PyMC asks for the columns), and the chain's
-    _board: ProgressBoard | None = None
-    _cell: ChainCell | None = None
 
     def __init__(self, *args, executor: Executor | None = None, vectorize: bool = False,
                  rules: StageRules | None = None, move: MixtureMove | None = None,
@@ -190,8 +175,7 @@ class KameleonSMC(SeamedSMCKernel):
                                    self.executor, batched=self._batched)
         self.evaluations = ev = Evaluations(evaluator, self.options.max_evals,
                                             self.options.on_error, self._point)
-        self._cell = (self._board or ProgressBoard(0)).begin_chain(
-            lambda: ev.live, "emulator" if self.emulator is not None else "stages")
+        self.show_chain(lambda: ev.live, "emulator" if self.emulator is not None else "stages")
         if self.emulator is not None:  # the emulator evaluates where it chooses
             return point_values(self.prior_logp_func, X), np.zeros(len(X))
         return self.evaluations.raw(X, self.rng)
@@ -267,26 +251,6 @@ class KameleonSMC(SeamedSMCKernel):
             if self.pool is not None:
                 self._cell.phase = "recycling"
                 take_recycled(self)
-
-    def sample_stats(self) -> dict:
-        """Per stage; the first stage's evaluations count the prior draws too."""
-        return stage_stats(self)
-
-    def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
-        """PyMC's columns, each chain's evaluations so far and what it is doing, read live
-        (:mod:`~pymc_kameleon.smc.progress`)."""
-        self._board = ProgressBoard(n_chains)
-        return progressbar_config(self._board)
-
-    def progress_update_functions(self) -> tuple:
-        return (progressbar_update(self),)
-
-    def sample_settings(self) -> RunSettings:
-        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations;
-        the run's summary is logged once PyMC has every chain's."""
-        return RunSettings(self._run, self.evaluations.total, settings(self),
-                           chain_draws=len(self.tempered_posterior),
-                           chain_worth=self.worth, on_sampled=log_summary)
 
     def __reduce__(self):
         if self.executor is not None:  # an executor does not travel to another process

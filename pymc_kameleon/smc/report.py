@@ -10,7 +10,8 @@ import numpy as np
 from ..bill import SUMMARY_LOGGER, summary_line
 from ..compat.smc import ChainColumn
 from ..particles.mutation import StageResult
-from .progress import ProgressBoard
+from ..run_settings import RunSettings
+from .progress import ChainCell, ProgressBoard
 
 __all__ = ["STATS", "log_summary", "progressbar_config", "progressbar_update", "settings",
            "stage_stats", "warn_final_stage"]
@@ -99,8 +100,7 @@ def log_summary(members, seconds: float) -> None:
     text = ""
     if worth and all(np.isfinite(w) for w in worth) and sum(worth) < draws:
         text = (f"the {draws:,} returned draws are resampled from importance samples worth "
-                f"about {sum(worth):,.0f} independent draws (Kish's ESS); ArviZ's ESS "
-                "of them overstates it")
+                f"about {sum(worth):,.0f} independent draws (Kish's ESS)")
     SUMMARY_LOGGER.info(summary_line("KameleonSMC", per_chain, seconds, text))
 
 
@@ -123,3 +123,35 @@ def settings(kernel) -> dict:
         "executor": "none" if kernel.executor is None else type(kernel.executor).__name__,
         "on_error": o.on_error,
     }
+
+
+class ChainReport:
+    """What PyMC reads of a ``KameleonSMC`` chain besides its particles: the per-stage stats,
+    the settings it saves as attributes, and the progress bar's live columns."""
+
+    _board: ProgressBoard | None = None  # made when PyMC asks for the columns
+    _cell: ChainCell | None = None  # the chain's live cell (detached: not on this bar)
+
+    def sample_stats(self) -> dict:
+        """Per stage; the first stage's evaluations count the prior draws too."""
+        return stage_stats(self)
+
+    def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
+        """PyMC's columns, each chain's evaluations so far and what it is doing, read live
+        (:mod:`~pymc_kameleon.smc.progress`)."""
+        self._board = ProgressBoard(n_chains)
+        return progressbar_config(self._board)
+
+    def progress_update_functions(self) -> tuple:
+        return (progressbar_update(self),)
+
+    def show_chain(self, count, phase: str) -> None:
+        """The chain starts on the progress bar: ``count()`` its evaluations so far."""
+        self._cell = (self._board or ProgressBoard(0)).begin_chain(count, phase)
+
+    def sample_settings(self) -> RunSettings:
+        """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations;
+        the run's summary is logged once PyMC has every chain's."""
+        return RunSettings(self._run, self.evaluations.total, settings(self),
+                           chain_draws=len(self.tempered_posterior),
+                           chain_worth=self.worth, on_sampled=log_summary)
