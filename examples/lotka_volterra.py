@@ -6,8 +6,9 @@ The model (:func:`pymc_kameleon.models.lotka_volterra_model`) fits the Lotka-Vol
 predator-prey equations, solved by SciPy's ``odeint`` inside a PyTensor Op without a gradient,
 to 20 noisy observations of both species: 5 positive parameters with strongly correlated
 posteriors.  NUTS cannot run on it.  Our step and ``pm.Metropolis`` are each run with
-``pm.sample``'s defaults (tune=1000, draws=1000, PyMC's convergence checks) and 4 chains (the
-default on a machine with 4 cores); only the step changes.  The demo prints, for each, the
+``pm.sample``'s defaults (tune=1000, draws=1000, PyMC's convergence checks) and 4 chains
+(``chains=4``; PyMC runs as many at once as it has cores, up to 4, so two at a time on a
+2-core machine); only the step changes.  The demo prints, for each, the
 wall time (tuning included), the largest R-hat, the smallest bulk ESS, ESS per second and
 ArviZ's summary; PyMC's progress bar and its convergence warnings appear on the way.  ESS
 per log-density evaluation, for every sampler and more models:
