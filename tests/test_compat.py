@@ -217,3 +217,13 @@ def test_summary_table_has_the_common_columns(idata):
     assert tuple(table.columns) == compat.SUMMARY_COLUMNS
     assert list(table.index) == ["x[0]", "x[1]", "y"]
     assert list(compat.summary_table(idata, var_names=["y"]).index) == ["y"]
+
+
+def test_pareto_khat_is_inf_for_too_few_weights_on_every_arviz():
+    """Too few weights for PSIS's tail: ``inf`` (cannot be trusted), on ArviZ 0.x and 1.x
+    alike (1.x raises where 0.x returns it); enough weights give a finite k-hat."""
+    from pymc_kameleon.compat.arviz import pareto_khat
+
+    rng = np.random.default_rng(0)
+    assert pareto_khat(rng.normal(size=12)) == np.inf
+    assert np.isfinite(pareto_khat(rng.normal(size=200)))

@@ -127,10 +127,17 @@ def summary_table(idata, **kwargs):
 def pareto_khat(log_w: np.ndarray) -> float:
     """Pareto's k-hat of importance weights (Vehtari et al. 2024) from ArviZ's PSIS:
     ``arviz.psislw`` takes the log weights on ArviZ 0.x, ``arviz_stats``' array interface
-    their negatives on ArviZ 1.x (the log-likelihood convention of LOO)."""
+    their negatives on ArviZ 1.x (the log-likelihood convention of LOO).  Too few weights
+    for a tail of five (under about 25): ``inf`` on both, as ArviZ 0.x says it, where
+    ArviZ 1.x raises."""
     log_w = np.asarray(log_w, dtype=float)
     if ARVIZ_VERSION[0] < 1:
         return float(az.psislw(log_w.copy())[1])
     from arviz_stats.base import array_stats
 
-    return float(array_stats.psislw(-log_w)[1])
+    try:
+        return float(array_stats.psislw(-log_w)[1])
+    except ValueError as exc:  # "n_draws_tail must be at least 5"
+        if "tail" not in str(exc):
+            raise
+        return float("inf")
