@@ -79,7 +79,8 @@ class LogDensityEmulator:
         return self.gp.predict(self.whitening.rows_to_u(np.asarray(X, dtype=float)))
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
-        return self.predict(X)[0]
+        """The emulated log density at rows ``X`` (the predictive mean alone)."""
+        return self.gp.predict_mean(self.whitening.rows_to_u(np.asarray(X, dtype=float)))
 
     def held_out_error(self) -> float:
         """Root mean squared leave-one-out error of the fitted points within ``d`` nats of
