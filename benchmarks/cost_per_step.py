@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import inspect
 import io
 import json
 import os
@@ -111,9 +110,14 @@ def _timed_factory(cls):
     PyMC 6's steps, so that the steps of both majors and of older revisions (which take no
     ``tune_draws``) stay in the phase a block is named after."""
     kwargs = {"warmup_draws": _WARMUP} if cls in _KERNEL_PHASE else {}
-    if "tune_draws" in inspect.signature(cls).parameters:
-        kwargs["tune_draws"] = 10**6
-    return lambda: cls(**kwargs)
+
+    def make():
+        try:
+            return cls(**kwargs, tune_draws=10**6)
+        except TypeError:  # a revision before tune_draws
+            return cls(**kwargs)
+
+    return make
 
 
 #: the clocks of the timed blocks: elapsed time, or the CPU time of the calling thread (which

@@ -67,12 +67,22 @@ def _khmc_schedule() -> GeometricSchedule:
     return GeometricSchedule(first=100, ratio=1.5, max_gap=100)
 
 
+def _told(cls, **kwargs):
+    """``cls(**kwargs)``, told the tuning length where the step takes ``tune_draws`` (PyMC 5
+    does not tell a step; revisions before ``tune_draws`` read it from PyMC's loop), so that
+    a revision with and one without it plan the same tuning."""
+    try:
+        return cls(**kwargs, tune_draws=TUNE)
+    except TypeError:  # a revision before tune_draws
+        return cls(**kwargs)
+
+
 STEPS: dict[str, Callable[[], object]] = {
-    "kamh": lambda: KameleonStep(),
-    "fkamh": lambda: FastKameleonStep(),
-    "khmc_finite": lambda: KernelHMCStep(schedule=_khmc_schedule()),
-    "khmc_lite": lambda: KernelHMCStep(surrogate="lite", schedule=_khmc_schedule()),
-    "rw": lambda: RandomWalkStep(),
+    "kamh": lambda: _told(KameleonStep),
+    "fkamh": lambda: _told(FastKameleonStep),
+    "khmc_finite": lambda: _told(KernelHMCStep, schedule=_khmc_schedule()),
+    "khmc_lite": lambda: _told(KernelHMCStep, surrogate="lite", schedule=_khmc_schedule()),
+    "rw": lambda: _told(RandomWalkStep),
 }
 
 
