@@ -1,7 +1,7 @@
 """Hard real posteriors: the classes of model where a gradient-free step fails.
 
-Each class was measured to defeat the steps' warm-up of 2026-11-26 (docs/benchmarks/suite.md,
-"Hard posteriors"):
+Each class was measured to defeat the steps' warm-up of the time (docs/benchmarks/suite.md,
+"Hard real posteriors"):
 
 * :func:`hare_lynx_model`: the predator-prey equations fitted to the Hudson's Bay Company
   pelt counts with unknown initial states (8 parameters); PyMC's initial point lies in the
