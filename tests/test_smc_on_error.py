@@ -139,8 +139,10 @@ def test_reject_counts_every_exception_per_stage(model, executor):
     [report] = [str(w.message) for w in record if "KameleonSMC: the log" in str(w.message)]
     assert f"an exception at {n_errors.sum()} evaluations" in report
     assert "first at {sigma: " in report
-    if kind in ("none", "thread", "dask"):  # the Op ran in this process: count its raises
+    if kind in ("none", "thread"):  # the Op ran in this process: count its raises
         assert len(RAISED) == n_errors.sum()
+    elif kind == "dask":  # in this process too, but Dask may run a task twice (stealing)
+        assert n_errors.sum() <= len(RAISED) <= n_errors.sum() + 5
     sigma = group_dataset(idata, "posterior")["sigma"].values
     assert sigma.max() <= LIMIT and sigma.mean() > 2.0  # zero density where it raised
     assert group_dataset(idata, "sample_stats").attrs["on_error"] == "reject"
