@@ -192,3 +192,18 @@ def test_emulator_falls_back_above_its_dimension(gauss_model):
     assert np.all(_stat(idata, "emulator_phase") == 4)
     x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
     assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
+
+
+def test_emulator_falls_back_when_it_predicts_held_out_points_badly():
+    """From the ``min_rounds``-th design round on, a held-out error above ``max_error``
+    ends the run with the reason (here forced by a bound no fit meets); with the default
+    bound the same problem reaches its correction (the other tests run it to the end)."""
+    for bound, falls in ((-1.0, True), (2.0, False)):
+        rng = np.random.default_rng(3)
+        run = EmulatorRun(_problem(rng), EmulatorSettings(max_error=bound, min_rounds=2),
+                          300, rng)
+        while run.phase in ("start", "design"):
+            run.step()
+        assert (run.phase == "fallback") == falls, run.reason
+        if falls:
+            assert "held-out" in run.reason and run.design_rounds == 2

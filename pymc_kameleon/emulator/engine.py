@@ -66,6 +66,11 @@ class EmulatorSettings:
         draws, after the extra rounds: the run falls back.
     max_dim : int
         Above this dimension the run falls back at once (the emulator does not pay).
+    max_error : float
+        From the ``min_rounds``-th design round on, the run falls back once the emulator's
+        leave-one-out error near the mode (stat ``emulator_error``) is above this many nats:
+        an emulator that predicts held-out evaluations this badly does not describe the
+        target, and its correction would collapse (``docs/benchmarks/emulator.md``).
     window : float
         Values more than this many nats below the best are fitted as that low.
     laplace_starts : int
@@ -91,6 +96,7 @@ class EmulatorSettings:
     max_khat: float = 0.7
     min_ess: float = 0.5
     max_dim: int = 12
+    max_error: float = 2.0
     window: float = 40.0
     laplace_starts: int = 3
     widen: float = 1.2
@@ -239,6 +245,11 @@ class EmulatorRun:
         self._evaluate(batch(self.emulator, self.posterior, self._n(s.batch, 3)))
         self._fit()
         self.design_rounds += 1
+        error = self.emulator.held_out_error()
+        if self.design_rounds >= s.min_rounds and not error <= s.max_error:
+            return self._fall_back(
+                f"the emulator predicts held-out evaluations badly (error {error:.2g} nats "
+                f"near the mode, max_error={s.max_error:g})")
         settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
         if settled or self.design_rounds >= s.max_rounds:
             self.phase = "correction"
