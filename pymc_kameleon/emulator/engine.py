@@ -142,6 +142,7 @@ class EmulatorRun:
     correction: Correction = field(default_factory=lambda: Correction(RecycledPool()))
     summary: tuple = (np.nan, np.nan, np.nan)  # Kish's ESS, k-hat, log evidence
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
+    error: float = np.nan  # the last fit's held-out error near the mode, in nats
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     extra: int = 0  # correction rounds added
@@ -176,6 +177,7 @@ class EmulatorRun:
         X, logp = self.points()
         old = None if self.posterior is None else self.emulator(self.posterior)
         self.emulator.fit(X, logp, self.rng)
+        self.error = self.emulator.held_out_error()
         if old is not None:  # the last posterior's draws reweighted to the new emulator
             self.moved = (self.moved[1], _moved(self.posterior,
                                                 self.emulator(self.posterior) - old))
@@ -245,10 +247,9 @@ class EmulatorRun:
         self._evaluate(batch(self.emulator, self.posterior, self._n(s.batch, 3)))
         self._fit()
         self.design_rounds += 1
-        error = self.emulator.held_out_error()
-        if self.design_rounds >= s.min_rounds and not error <= s.max_error:
+        if self.design_rounds >= s.min_rounds and not self.error <= s.max_error:
             return self._fall_back(
-                f"the emulator predicts held-out evaluations badly (error {error:.2g} nats "
+                f"the emulator predicts held-out evaluations badly (error {self.error:.2g} nats "
                 f"near the mode, max_error={s.max_error:g})")
         settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
         if settled or self.design_rounds >= s.max_rounds:

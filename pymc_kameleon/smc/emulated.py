@@ -135,8 +135,6 @@ class EmulatorMode:
     def stats(self) -> dict:
         run = self.run
         kish, khat, _ = run.summary
-        error = np.nan if run.emulator is None or run.emulator.gp is None else (
-            run.emulator.held_out_error())
         return {"emulator_phase": PHASES.index(run.phase), "kish_ess": kish,
-                "pareto_k": khat, "emulator_error": error,
+                "pareto_k": khat, "emulator_error": run.error,
                 "n_design": 0 if not run.X else int(sum(len(x) for x in run.X))}
