@@ -17,6 +17,7 @@ import pymc as pm
 import pytest
 from scipy import stats
 from scipy.optimize import check_grad
+from scipy.special import logsumexp
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
@@ -25,6 +26,9 @@ from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSetting
 from pymc_kameleon.emulator.design import batch
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
+from pymc_kameleon.math.mixture import GaussianMixture
+from pymc_kameleon.math.whitening import AffineMap
+from pymc_kameleon.particles.recycling import RecycledPool
 
 
 # ----------------------------------------------------------------------------- the GP
@@ -145,6 +149,67 @@ def test_correction_is_exact_whatever_the_emulator(wrong, trust):
     wrong emulator's posterior must fail (at most one run passes)."""
     ok = [_run(seed, wrong, trust) for seed in (11, 12, 13, 14)]
     assert (sum(ok) >= 3) != trust, ok
+
+
+# ------------------------------------------------------------------ the correction
+def test_own_stage_weights_match_a_direct_computation():
+    """Each round's points weigh ``p / g_s`` by their own round's proposal (in model
+    coordinates, through the whitening), the rounds scaled to their share of the rounds'
+    Kish ESS; the mean weight estimates the evidence."""
+    rng = np.random.default_rng(0)
+    target = stats.multivariate_normal([1.0, -1.0], [[1.0, 0.3], [0.3, 2.0]])
+    pool, direct, ess = RecycledPool(own_stage=True), [], []
+    for shift, scale, n in (([0.0, 0.0], 3.0, 400), ([1.0, -1.0], 1.5, 600)):
+        whitening = AffineMap.from_cov(np.array(shift), scale**2 * np.eye(2))
+        proposal = GaussianMixture(np.ones(1), np.zeros((1, 2)), np.eye(2)[None])
+        pool.new_stage(whitening, proposal)
+        Y = whitening.rows_to_x(proposal.sample(n, rng))
+        pool.add(Y, np.zeros(n), target.logpdf(Y))
+        log_w = target.logpdf(Y) - stats.multivariate_normal(shift, scale**2).logpdf(Y)
+        direct.append(log_w)
+        ess.append(np.exp(2 * logsumexp(log_w) - logsumexp(2 * log_w)))
+    share = np.array(ess) / sum(ess)
+    expected = np.concatenate([lw + np.log(sh * 1000 / len(lw))
+                               for lw, sh in zip(direct, share, strict=True)])
+    _, _, _, log_w = pool.weighted()
+    np.testing.assert_allclose(log_w, expected, rtol=1e-10, atol=1e-10)
+    assert logsumexp(log_w) - np.log(1000) == pytest.approx(0.0, abs=0.05)
+
+
+# ------------------------------------------------------------------- the mode search
+_GLOBAL, _SPURIOUS = np.array([4.0, 4.0]), np.array([-3.0, -3.0])
+
+
+def _two_basins(X):
+    """A narrow global mode (log density 0) and a broad local one 20 nats lower."""
+    X = np.atleast_2d(X)
+    return np.logaddexp(-0.5 * np.sum((X - _GLOBAL) ** 2, 1) / 0.5**2,
+                        -0.5 * np.sum((X - _SPURIOUS) ** 2, 1) / 3.0**2 - 20.0)
+
+
+@pytest.mark.parametrize(("starts", "finds"), [(8, True), (1, False)])
+def test_mode_search_ranks_basins_by_short_climbs(starts, finds):
+    """The first prior draws: seven near the local mode, all higher than the one in the
+    global mode's basin (6.6 sds out), and two far off.  Short climbs from the best eight
+    rank the basins, so the search finds the global mode; one full search from the best
+    draw (the broken variant) ends in the local mode."""
+    angles = np.linspace(0, 2 * np.pi, 7, endpoint=False)
+    first = np.vstack([_SPURIOUS + 2.5 * np.column_stack([np.cos(angles), np.sin(angles)]),
+                       [_GLOBAL + [3.3, 0.0]], [[15.0, -15.0], [-15.0, 15.0]]])
+    values = _two_basins(first)
+    assert values[:7].min() > values[7] > values[8:].max()  # the setting
+    rng = np.random.default_rng(0)
+    calls = iter([first])
+    prior = stats.multivariate_normal(np.zeros(2), 64 * np.eye(2))
+    problem = EmulatorProblem(
+        prior.logpdf, lambda X: (np.zeros(len(X)), _two_basins(X)),
+        lambda n: next(calls, None) if n == len(first) else rng.normal(0, 8, (n, 2)), 2)
+    run = EmulatorRun(problem, EmulatorSettings(n_initial=2 * len(first),
+                                                search_starts=starts, search_keep=2), 100,
+                      rng)
+    run.step()
+    best = run.emulator.modes[0].mean
+    assert np.allclose(best, _GLOBAL, atol=0.05) == finds, best
 
 
 # ----------------------------------------------------------------------------- PyMC

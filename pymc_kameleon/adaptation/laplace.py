@@ -50,7 +50,8 @@ from .laplace_hessian import (
     finite_difference_hessian,
 )
 
-__all__ = ["LaplaceStart", "finite_difference_hessian", "laplace_mismatch", "laplace_start"]
+__all__ = ["LaplaceStart", "climb", "finite_difference_hessian", "laplace_mismatch",
+           "laplace_start"]
 
 # the Gaussian must describe the target: sd of the log importance weights of _CHECK_DRAWS
 # draws at most _MISMATCH sqrt(d), about 1 per coordinate; the suite's GLMs stay far below,
@@ -239,6 +240,20 @@ def _mode_margin(dim: int) -> float:
     used: the posterior's mass lies about ``d / 2`` below its mode, give or take
     ``sqrt(d / 2)``; a mode further down holds no mass next to the best one."""
     return dim / 2.0 + 3.0 * np.sqrt(dim / 2.0)
+
+
+def climb(logp: Callable[[np.ndarray], float], x0: np.ndarray,
+          max_evals: int) -> tuple[np.ndarray, float]:
+    """At most ``max_evals`` evaluations of L-BFGS-B from ``x0`` (finite-difference
+    gradients) up ``logp``: the highest point reached and its log density."""
+    def neg(x: np.ndarray) -> float:
+        value = -float(logp(x))
+        return value if np.isfinite(value) else _BIG
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        point, f = _optimise(neg, np.asarray(x0, dtype=float), max_evals)
+    return point, (-f if f < _BIG else -np.inf)
 
 
 def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adaptation.laplace import laplace_start
+from ..adaptation.laplace import climb, laplace_start
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction
@@ -73,8 +73,15 @@ class EmulatorSettings:
         target, and its correction would collapse (``docs/benchmarks/emulator.md``).
     window : float
         Values more than this many nats below the best are fitted as that low.
-    laplace_starts : int
-        Starts of the mode search besides the best prior draw (the next best ones).
+    search_starts, search_keep : int
+        The mode search climbs from the best ``search_starts`` prior draws for
+        ``search_climb (d + 1)`` evaluations each, then finishes the ``search_keep`` that
+        climbed highest (a short climb already ranks the basins: a start in a local mode
+        without mass ends far below one in the global mode's basin, while one full
+        search from each start would cost several times as much;
+        ``docs/benchmarks/emulator.md``).
+    search_climb : int
+        The short climbs' evaluations per dimension (and one).
     widen, defensive_weight, defensive_df, defensive_scale : float
         The correction's proposal: mixture covariances widened by ``widen`` (sd factor),
         a Student-t with ``defensive_df`` degrees of freedom and scale
@@ -98,7 +105,9 @@ class EmulatorSettings:
     max_dim: int = 12
     max_error: float = 2.0
     window: float = 40.0
-    laplace_starts: int = 3
+    search_starts: int = 8
+    search_keep: int = 2
+    search_climb: int = 15
     widen: float = 1.2
     defensive_weight: float = 0.2
     defensive_df: float = 5.0
@@ -139,7 +148,7 @@ class EmulatorRun:
     lik: list = field(default_factory=list)
     emulator: LogDensityEmulator | None = None
     posterior: np.ndarray | None = None  # draws of the emulator's posterior
-    correction: Correction = field(default_factory=lambda: Correction(RecycledPool()))
+    correction: Correction = field(default_factory=lambda: new_correction())
     summary: tuple = (np.nan, np.nan, np.nan)  # Kish's ESS, k-hat, log evidence
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
     error: float = np.nan  # the last fit's held-out error near the mode, in nats
@@ -208,8 +217,7 @@ class EmulatorRun:
         order = np.argsort(-np.where(np.isfinite(logp), logp, -np.inf))
         if not np.isfinite(logp[order[0]]):
             return self._fall_back("no prior draw has a finite log density")
-        modes = self._modes([X[i] for i in order[:1 + s.laplace_starts]
-                             if np.isfinite(logp[i])])
+        modes = self._modes([X[i] for i in order[:s.search_starts] if np.isfinite(logp[i])])
         if not modes:  # a Gaussian that does not describe the target still serves as
             return self._fall_back("the mode search found no usable mode")  # a mean
         self.emulator = LogDensityEmulator(modes, s.window)
@@ -220,17 +228,21 @@ class EmulatorRun:
         self.phase = "design"
 
     def _modes(self, starts: list[np.ndarray]) -> list[Mode]:
-        """The distinct modes the searches from ``starts`` found, best first: those whose
-        mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
-        d = self.problem.dim
+        """The distinct modes found from ``starts`` (short climbs from each, the highest
+        ``search_keep`` finished), best first: those whose mass may matter (within
+        ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
+        d, s = self.problem.dim, self.settings
 
         def logp_one(x: np.ndarray) -> float:  # the search's points are not fitted: they
             prior, lik = self._terms(x[None, :])  # crowd the mode
-            return float(prior[0] + lik[0])
+            value = float(prior[0] + lik[0])
+            return value if np.isfinite(value) else -np.inf
 
+        climbed = [climb(logp_one, x0, s.search_climb * (d + 1)) for x0 in starts]
+        climbed.sort(key=lambda c: -c[1])
         found: list[Mode] = []
-        for x0 in starts:
-            res = laplace_start(logp_one, x0, 50 * (d + 1))
+        for x0, _ in climbed[:s.search_keep]:
+            res = laplace_start(logp_one, x0, 35 * (d + 1))
             cov = res.cov if res.cov is not None else res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
@@ -291,11 +303,19 @@ class EmulatorRun:
         self.X += pool.X
         self.prior += pool.prior
         self.lik += pool.lik
-        self.correction = Correction(RecycledPool())
+        self.correction = new_correction()
         self.restarts, self.extra, self.phase = self.restarts + 1, 0, "design"
         self.design_rounds = 0
         self.moved = (np.inf, np.inf)
         self._fit()
+
+
+def new_correction() -> Correction:
+    """An empty correction.  Each round's points weigh by their own proposal's density:
+    later rounds' proposals are fitted to earlier rounds' weighted points, and the
+    deterministic-mixture weights of those points then come out short in the tails
+    (``docs/benchmarks/emulator.md``)."""
+    return Correction(RecycledPool(own_stage=True))
 
 
 def _moved(X: np.ndarray, log_ratio: np.ndarray) -> float:

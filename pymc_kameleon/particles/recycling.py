@@ -30,9 +30,20 @@ TOP_UP_ROUNDS = 8
 
 
 class RecycledPool:
-    """The evaluated draws of every stage's independent mixture, with their weights."""
+    """The evaluated draws of every stage's independent mixture, with their weights.
 
-    def __init__(self):
+    Parameters
+    ----------
+    own_stage : bool, default False
+        Weigh each point by its own stage's density alone, ``p(y) / g_s(y)``, instead of
+        the deterministic mixture: where a stage's proposal was fitted to earlier points
+        of the pool, the mixture weights of those points depend on them and their tails
+        come out short (``docs/benchmarks/emulator.md``), while each stage's own weights
+        stay unbiased given the stages before it.
+    """
+
+    def __init__(self, own_stage: bool = False):
+        self.own_stage = own_stage
         self.X, self.prior, self.lik = [], [], []
         self.stages: list[list] = []  # [whitening, mixture, n_t]
 
@@ -55,9 +66,28 @@ class RecycledPool:
         mixture density in the model's coordinates: the whitened density over the
         whitening's determinant)."""
         X, prior, lik = (np.concatenate(a) for a in (self.X, self.prior, self.lik))
+        if self.own_stage:
+            return X, prior, lik, self._own_stage_weights(X, prior + lik)
         log_g = [mix.logpdf(w.rows_to_u(X)) - w.log_det for w, mix, _ in self.stages]
         log_w = mixture_log_weights(prior + lik, log_g, [s[2] for s in self.stages])
         return X, prior, lik, log_w
+
+
+    def _own_stage_weights(self, X: np.ndarray, log_p: np.ndarray) -> np.ndarray:
+        """Each stage's own weights ``p / g_s``, scaled so that a stage's share of the
+        total is its share of the stages' Kish ESS (a stage of poor weights counts less;
+        each stage's estimate of the evidence stays unbiased given the stages before)."""
+        log_p = np.where(np.isnan(log_p), -np.inf, log_p)
+        out, ess, start = [], [], 0
+        for w, mix, n in self.stages:  # the points are stored stage after stage
+            log_w = log_p[start:start + n] - mix.logpdf(w.rows_to_u(X[start:start + n]))
+            out.append(log_w + w.log_det)
+            ess.append(kish_ess(log_w) if n and np.isfinite(log_w).any() else 0.0)
+            start += n
+        share = np.array(ess) / max(sum(ess), 1e-300)
+        total = sum(n for _, _, n in self.stages)
+        return np.concatenate([lw + np.log(max(sh * total / max(len(lw), 1), 1e-300))
+                               for lw, sh in zip(out, share, strict=True)])
 
 
 def defensive(mixture: GaussianMixture, share: float = 0.3,

@@ -60,6 +60,17 @@ def _restore_kernel(cls, payload: bytes):
     return kernel
 
 
+def emulator_settings(emulator) -> EmulatorSettings | None:
+    """The settings of ``emulator=`` (True, False/None, a dict or EmulatorSettings)."""
+    if emulator is True:
+        return EmulatorSettings()
+    if isinstance(emulator, dict):
+        return EmulatorSettings(**emulator)
+    if emulator is None or emulator is False or isinstance(emulator, EmulatorSettings):
+        return emulator or None
+    raise TypeError(f"emulator must be a bool, a dict or EmulatorSettings, not {emulator!r}")
+
+
 class KameleonSMC(ChainReport, SeamedSMCKernel):
     r"""Kernel adaptive SMC mutation kernel (KASMC) for :func:`pymc.sample_smc`.
 
@@ -89,10 +100,11 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         (as for the steps; NaN is always zero density, in ``n_nan``; docs/robustness.md).
     vectorize : bool, default False
         One vectorised compiled call per batch where the model is PyTensor throughout.
-    emulator : bool or EmulatorSettings, default False
+    emulator : bool, EmulatorSettings or dict, default False
         Let an emulator of the log density choose where to evaluate, and the true
         evaluations decide the answer by importance sampling (``docs/emulator.md``); falls
-        back to the stages, with a warning, where it does not pay.
+        back to the stages, with a warning, where it does not pay.  A dict holds
+        :class:`~pymc_kameleon.emulator.EmulatorSettings`' arguments.
     rules, move : StageRules, MixtureMove, optional
         When a stage's moves end, and every particle's MH move (default: from the settings
         above; :mod:`pymc_kameleon.particles.rules`, :mod:`~pymc_kameleon.particles.proposal`).
@@ -137,7 +149,7 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
             self._batched = (vectorised_logp(model, self.variables,
                                              kwargs.get("compile_kwargs")) if vectorize else None)
         self.evaluations: Evaluations | None = None  # the chain's, from its start on
-        self.emulator = EmulatorSettings() if emulator is True else (emulator or None)
+        self.emulator = emulator_settings(emulator)
         if self.emulator is not None:
             self.stats_dtypes_shapes = {**STATS, **EMULATOR_STATS}
         self._new_chain()
