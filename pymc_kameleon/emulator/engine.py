@@ -224,13 +224,14 @@ class EmulatorRun:
         mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
         d = self.problem.dim
 
-        def logp_one(x: np.ndarray) -> float:  # the search's points are not fitted: they
-            prior, lik = self._terms(x[None, :])  # crowd the mode
-            return float(prior[0] + lik[0])
+        def logp_rows(X: np.ndarray) -> np.ndarray:  # the search's points are not fitted:
+            prior, lik = self._terms(X)  # they crowd the mode
+            return prior + lik
 
         found: list[Mode] = []
-        for x0 in starts:
-            res = laplace_start(logp_one, x0, 50 * (d + 1))
+        for x0 in starts:  # each gradient, Hessian and check: one batch on the executor
+            res = laplace_start(lambda x: logp_rows(x[None, :])[0], x0, 50 * (d + 1),
+                                logp_rows=logp_rows)
             cov = res.cov if res.cov is not None else res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
