@@ -18,6 +18,7 @@ from scipy import stats
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.adaptation.laplace import laplace_start
+from pymc_kameleon.adaptation.laplace_searches import laplace_searches
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 
@@ -63,6 +64,42 @@ def test_batch_search_finds_what_the_one_point_search_finds(f, x0, starts):
     assert many.mismatch == pytest.approx(one.mismatch, rel=1e-8, abs=1e-12)
     assert many.n_evals == one.n_evals == rows_seen[0]
     assert calls[0] < one.n_evals / 4  # (~d + 1 points a round, the checks in one)
+
+
+def test_searches_together_equal_searches_alone():
+    """Four banana searches, their rounds merged: each result equals its search run alone,
+    every evaluation is counted once, the rounds are about those of the longest search;
+    an error of the log density reaches the caller and no thread is left behind."""
+    import threading
+
+    starts = [np.array([1.0, 2.0, 0.5]), np.array([-2.0, 0.0, 1.0]), np.full(3, 3.0),
+              np.array([0.1, -5.0, 2.0])]
+    calls, seen = [0], [0]
+
+    def rows(X):
+        calls[0] += 1
+        seen[0] += len(X)
+        return np.array([_banana(x) for x in X])
+
+    alone = [laplace_start(_banana, x, 200, logp_rows=rows) for x in starts]
+    alone_calls, calls[0], seen[0] = calls[0], 0, 0
+    together = laplace_searches(rows, starts, 200)
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(b.mode, a.mode)
+        np.testing.assert_array_equal(b.hessian_cov, a.hessian_cov)
+        assert (b.logp, b.n_evals, b.mismatch) == (a.logp, a.n_evals, a.mismatch)
+    assert seen[0] == sum(r.n_evals for r in together)
+    assert calls[0] < 0.4 * alone_calls
+
+    def failing(X):
+        if len(X) > 3:
+            raise KeyError("the model failed")
+        return np.array([_banana(x) for x in X])
+
+    before = threading.active_count()
+    with pytest.raises(KeyError, match="the model failed"):
+        laplace_searches(failing, starts, 200)
+    assert threading.active_count() == before
 
 
 def test_emulator_search_is_batched_and_counted():

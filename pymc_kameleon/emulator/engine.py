@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adaptation.laplace import laplace_start
+from ..adaptation.laplace_searches import laplace_searches
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction
@@ -229,9 +229,8 @@ class EmulatorRun:
             return prior + lik
 
         found: list[Mode] = []
-        for x0 in starts:  # each gradient, Hessian and check: one batch on the executor
-            res = laplace_start(lambda x: logp_rows(x[None, :])[0], x0, 50 * (d + 1),
-                                logp_rows=logp_rows)
+        # each round of gradients, Hessians or checks of all starts: one batch
+        for res in laplace_searches(logp_rows, starts, 50 * (d + 1)):
             cov = res.cov if res.cov is not None else res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
