@@ -14,11 +14,18 @@ the one-worker run's bit for bit, and where the time went, measured by timing wr
 * ``wait``: every batch of true evaluations (the executor's map; the search's too);
 * ``gp``: the emulator's GP fits (hyperparameters and the held-out error);
 * ``temper``: the tempered SMC on the emulator;
-* ``other``: the rest of the main process (correction's mixture fits, PyMC's bookkeeping).
+* ``other``: the rest of the main process (correction's mixture fits, PyMC's bookkeeping);
+* ``cpu``: the process's CPU time (the main process's work; sleeping workers cost none).
+
+and, against the model's exact posterior (Gaussian), the largest error of a mean in
+posterior sds and of an sd (relative), and Kish's ESS of the emulator's weights.
+``--set name=value`` passes :class:`~pymc_kameleon.emulator.EmulatorSettings` fields (e.g.
+``--set n_subsample=100``, a cheaper tempering on the emulator).
 
 Usage::
 
     python -m benchmarks.emulator_workers --workers 1 2 4 8 --seeds 1 2 3
+    python -m benchmarks.emulator_workers --modes emulator --set n_subsample=100
 
 Results: ``docs/benchmarks/emulator.md`` (section "Workers").
 """
@@ -26,6 +33,7 @@ Results: ``docs/benchmarks/emulator.md`` (section "Workers").
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +44,7 @@ import pymc as pm
 
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
-from pymc_kameleon.emulator import engine, surrogate
+from pymc_kameleon.emulator import EmulatorSettings, engine, surrogate
 from pymc_kameleon.smc import evaluation
 
 from .quiet import quiet_pymc
@@ -76,21 +84,33 @@ def timers():
             setattr(owner, name, original)
 
 
+#: the waiting model's exact posterior per coordinate: prior N(0, 3^2), likelihood
+#: N(1, 0.5^2) in x
+POST_SD = np.sqrt(1.0 / (1.0 / 9.0 + 4.0))
+POST_MEAN = POST_SD**2 * 4.0
+
+
 def run(model: pm.Model, workers: int, draws: int, seed: int, mode: str,
-        recycle: int) -> dict:
-    """One chain; its draws, wall time, evaluations and the time split."""
-    kwargs = {"emulator": True} if mode == "emulator" else {"recycle": recycle}
+        recycle: int, settings: dict | None = None) -> dict:
+    """One chain; its draws, wall time, evaluations, the time split and its errors."""
+    kwargs = ({"emulator": EmulatorSettings(**(settings or {}))} if mode == "emulator"
+              else {"recycle": recycle})
     CLOCK.clear()
     with ThreadPoolExecutor(workers) as pool, model, timers():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         idata = pm.sample_smc(draws, kernel=KameleonSMC, chains=1, cores=1,
                               progressbar=False, random_seed=seed,
                               compute_convergence_checks=False, executor=pool, **kwargs)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     ss = group_dataset(idata, "sample_stats")
     phase = ss["emulator_phase"].values.ravel() if "emulator_phase" in ss else np.array([])
-    return {"x": group_dataset(idata, "posterior")["x"].values, "wall": wall,
-            "evals": int(ss.attrs["n_evals_total"]), "fallback": bool(np.any(phase == 4)),
+    x = group_dataset(idata, "posterior")["x"].values
+    flat = x.reshape(-1, x.shape[-1])
+    return {"x": x, "wall": wall, "cpu": cpu, "evals": int(ss.attrs["n_evals_total"]),
+            "fallback": bool(np.any(phase == 4)),
+            "kish": float(ss["kish_ess"].values.ravel()[-1]) if "kish_ess" in ss else np.nan,
+            "mean_err": float(np.max(np.abs(flat.mean(0) - POST_MEAN)) / POST_SD),
+            "sd_err": float(np.max(np.abs(flat.std(0) / POST_SD - 1))),
             **{k: CLOCK[k] for k in ("wait", "search", "gp", "temper")}}
 
 
@@ -105,21 +125,27 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--modes", nargs="+", choices=["emulator", "recycle"],
                         default=["emulator", "recycle"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
+                        help="EmulatorSettings fields (numbers)")
     args = parser.parse_args(argv)
+    settings = {k: float(v) if "." in v or "e" in v else int(v)
+                for k, v in (item.split("=", 1) for item in args.set)}
     quiet_pymc()
     model = waiting_model(args.dim)
     WAIT["seconds"] = 0.0
     for mode in args.modes:  # compile once before timing
-        run(model, 1, 50, 0, mode, 50)
+        run(model, 1, 50, 0, mode, 50, settings)
     WAIT["seconds"] = args.wait
     print(f"{'mode':>8} {'seed':>4} {'workers':>7} {'wall s':>7} {'evals':>6} {'speedup':>7} "
-          f"{'same':>5} {'search':>6} {'wait':>6} {'gp':>6} {'temper':>6} {'other':>6}")
+          f"{'same':>5} {'search':>6} {'wait':>6} {'gp':>6} {'temper':>6} {'other':>6} "
+          f"{'cpu':>6} {'kish':>6} {'mean e':>6} {'sd e':>6}")
+    print("load average (1, 5, 15 min): " + " ".join(f"{v:.1f}" for v in os.getloadavg()))
     rows = []
     for mode in args.modes:
         for seed in args.seeds:
             first = None
             for w in args.workers:
-                r = run(model, w, args.draws, seed, mode, args.recycle)
+                r = run(model, w, args.draws, seed, mode, args.recycle, settings)
                 first = first or r
                 other = r["wall"] - r["wait"] - r["gp"] - r["temper"]
                 r.update(mode=mode, seed=seed, workers=w, speedup=first["wall"] / r["wall"],
@@ -128,16 +154,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 print(f"{mode:>8} {seed:>4} {w:>7} {r['wall']:>7.2f} {r['evals']:>6} "
                       f"{r['speedup']:>7.2f} {str(r['same']):>5} {r['search']:>6.2f} "
                       f"{r['wait']:>6.2f} {r['gp']:>6.2f} {r['temper']:>6.2f} "
-                      f"{other:>6.2f}{'  fell back' if r['fallback'] else ''}", flush=True)
+                      f"{other:>6.2f} {r['cpu']:>6.2f} {r['kish']:>6.0f} {r['mean_err']:>6.3f} "
+                      f"{r['sd_err']:>6.3f}{'  fell back' if r['fallback'] else ''}", flush=True)
+    print("load average (1, 5, 15 min): " + " ".join(f"{v:.1f}" for v in os.getloadavg()))
     print("\nmean over seeds")
-    print(f"{'mode':>8} {'workers':>7} {'wall s':>7} {'evals':>7} {'speedup':>7} {'same':>5}")
+    print(f"{'mode':>8} {'workers':>7} {'wall s':>7} {'evals':>7} {'speedup':>7} {'same':>5} "
+          f"{'cpu':>6} {'search':>6} {'temper':>6}")
     for mode in args.modes:
         for w in args.workers:
             sel = [r for r in rows if r["mode"] == mode and r["workers"] == w]
             print(f"{mode:>8} {w:>7} {np.mean([r['wall'] for r in sel]):>7.2f} "
                   f"{np.mean([r['evals'] for r in sel]):>7.0f} "
                   f"{np.mean([r['speedup'] for r in sel]):>7.2f} "
-                  f"{str(all(r['same'] for r in sel)):>5}")
+                  f"{str(all(r['same'] for r in sel)):>5} "
+                  f"{np.mean([r['cpu'] for r in sel]):>6.2f} "
+                  f"{np.mean([r['search'] for r in sel]):>6.2f} "
+                  f"{np.mean([r['temper'] for r in sel]):>6.2f}")
     return rows
 
 
