@@ -137,7 +137,7 @@ def _log_weights(logp: Callable[[np.ndarray], float], mode: np.ndarray, cov: np.
 def laplace_start(
     logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
     starts: Sequence[np.ndarray] = (), log_evidence: float = -np.inf,
-    logp_rows: Callable[[np.ndarray], np.ndarray] | None = None,
+    logp_rows: Callable[[np.ndarray], np.ndarray] | None = None, check: bool = True,
 ) -> LaplaceStart:
     """Mode and inverse finite-difference Hessian of ``logp`` (``cov`` None if unusable).
 
@@ -182,6 +182,11 @@ def laplace_start(
         same), the curvature probe, the Hessian (``2 d^2`` points), each Newton
         gradient and the mismatch draws.  The result equals the one-point path's up to
         rounding, at the same number of evaluations.
+    check : bool, default True
+        Whether to check that the Gaussian describes the target (the mismatch and the
+        mass near the mode, 50 evaluations per mode).  ``False``: ``cov`` is the inverse
+        Hessian wherever it is usable (``mismatch`` and ``log_mass`` NaN), for a caller
+        that uses that covariance either way (an emulator's mean function).
 
     Examples
     --------
@@ -239,7 +244,7 @@ def laplace_start(
             if any(np.allclose(mode, other, rtol=1e-4, atol=1e-6) for other in tried):
                 continue  # the same mode from another start
             tried.append(mode)
-            res = _gaussian_at(neg, mode, f_mode, log_evidence, rows)
+            res = _gaussian_at(neg, mode, f_mode, log_evidence, rows, check)
             res.start = index
             if first is None:
                 first = res
@@ -315,9 +320,11 @@ def _value_and_slope(rows: Callable[[np.ndarray], np.ndarray]):
 
 def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: float,
                  log_evidence: float = -np.inf,
-                 rows: Callable[[np.ndarray], np.ndarray] | None = None) -> LaplaceStart:
+                 rows: Callable[[np.ndarray], np.ndarray] | None = None,
+                 check: bool = True) -> LaplaceStart:
     """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable);
-    ``rows``: ``neg`` at the rows of an array (one batch; default a loop)."""
+    ``rows``: ``neg`` at the rows of an array (one batch; default a loop); ``check``:
+    whether to check the Gaussian against the target (:func:`laplace_start`)."""
     rows = one_by_one(neg) if rows is None else rows
     d = mode.size
     for _ in range(3):  # the Hessian again where Newton steps moved the mode
@@ -341,6 +348,9 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: f
         rise = _rise(mode, *_curvature_probe(neg, mode, f_mode, rows)[1:])
     if rise:
         return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0, degenerate=rise)
+
+    if not check:
+        return LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, cov=cov, hessian_cov=cov)
 
     def pos(X: np.ndarray) -> np.ndarray:
         values = rows(X)

@@ -29,7 +29,8 @@ class _Stopped(BaseException):  # noqa: N818 (not an error of the search: it is 
 
 
 def laplace_searches(logp_rows: Callable[[np.ndarray], np.ndarray],
-                     starts: Sequence[np.ndarray], max_evals: int) -> list[LaplaceStart]:
+                     starts: Sequence[np.ndarray], max_evals: int,
+                     check: bool = True) -> list[LaplaceStart]:
     """:func:`~.laplace.laplace_start` from each start alone (``starts=()``), with every
     round's batches merged into one call of ``logp_rows``.
 
@@ -41,12 +42,16 @@ def laplace_searches(logp_rows: Callable[[np.ndarray], np.ndarray],
         One search from each.
     max_evals : int
         The optimiser's budget per search (as :func:`~.laplace.laplace_start`).
+    check : bool, default True
+        Whether each search checks its Gaussian against the target (as
+        :func:`~.laplace.laplace_start`).
 
     Returns
     -------
     list of LaplaceStart
         One per start, in their order: equal to ``laplace_start(f, x0, max_evals,
-        logp_rows=logp_rows)`` for each start ``x0`` (``n_evals`` each search's own).
+        logp_rows=logp_rows, check=check)`` for each start ``x0`` (``n_evals`` each
+        search's own).
 
     Examples
     --------
@@ -85,7 +90,7 @@ def laplace_searches(logp_rows: Callable[[np.ndarray], np.ndarray],
         rows = rows_of(k)
         try:
             results[k] = laplace_start(lambda x: rows(x[None, :])[0], starts[k], max_evals,
-                                       logp_rows=rows)
+                                       logp_rows=rows, check=check)
         except _Stopped:
             pass
         except BaseException as exc:  # re-raised by the caller

@@ -229,9 +229,10 @@ class EmulatorRun:
             return prior + lik
 
         found: list[Mode] = []
-        # each round of gradients, Hessians or checks of all starts: one batch
-        for res in laplace_searches(logp_rows, starts, 50 * (d + 1)):
-            cov = res.cov if res.cov is not None else res.hessian_cov
+        # each round of gradients or Hessians of all starts: one batch; no check of the
+        # Gaussians against the target (50 evaluations each): the mean function uses them
+        for res in laplace_searches(logp_rows, starts, 50 * (d + 1), check=False):
+            cov = res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
             if any(np.allclose(res.mode, m.mean, rtol=1e-3, atol=1e-4) for m in found):
