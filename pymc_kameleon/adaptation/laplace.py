@@ -48,6 +48,7 @@ from .laplace_hessian import (
     _inverse_hessian,
     _rise,
     finite_difference_hessian,
+    one_by_one,
 )
 
 __all__ = ["LaplaceStart", "climb", "finite_difference_hessian", "laplace_mismatch",
@@ -116,15 +117,18 @@ def _spread(w: np.ndarray) -> float:
 
 
 def _log_weights(logp: Callable[[np.ndarray], float], mode: np.ndarray, cov: np.ndarray,
-                 n_draws: int = _CHECK_DRAWS,
-                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, float]:
+                 n_draws: int = _CHECK_DRAWS, rng: np.random.Generator | None = None,
+                 rows: Callable[[np.ndarray], np.ndarray] | None = None,
+                 ) -> tuple[np.ndarray, float]:
     """``log p(x) - log q(x)`` of ``n_draws`` draws from ``q = N(mode, cov)`` (``-inf`` where
-    ``p`` is not finite) and ``log det(2 pi cov) / 2``, which they omit."""
+    ``p`` is not finite) and ``log det(2 pi cov) / 2``, which they omit.  ``rows``
+    evaluates ``logp`` at the rows of an array (the draws as one batch; default a loop)."""
     rng = np.random.default_rng(_CHECK_SEED) if rng is None else rng
     chol = safe_cholesky(np.asarray(cov, dtype=float))[0]
     z = rng.standard_normal((int(n_draws), mode.size))
     with np.errstate(all="ignore"):
-        lp = np.array([float(logp(mode + chol @ zi)) for zi in z])
+        rows = one_by_one(logp) if rows is None else rows
+        lp = np.asarray(rows(np.array([mode + chol @ zi for zi in z])), dtype=float)
     lp = np.where(np.isfinite(lp), lp, -np.inf)
     half_logdet = float(np.sum(np.log(np.abs(np.diag(chol))))) + 0.5 * mode.size * np.log(
         2.0 * np.pi)
@@ -134,6 +138,7 @@ def _log_weights(logp: Callable[[np.ndarray], float], mode: np.ndarray, cov: np.
 def laplace_start(
     logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
     starts: Sequence[np.ndarray] = (), log_evidence: float = -np.inf,
+    logp_rows: Callable[[np.ndarray], np.ndarray] | None = None, check: bool = True,
 ) -> LaplaceStart:
     """Mode and inverse finite-difference Hessian of ``logp`` (``cov`` None if unusable).
 
@@ -170,6 +175,19 @@ def laplace_start(
     log_evidence : float, optional
         An estimate of ``log`` of the integral of ``exp(logp)`` that errs low, e.g. by
         importance sampling from the prior (default: none, every mode holds enough mass).
+    logp_rows : callable, optional
+        The same log density at the rows of a 2-d array (one batch, e.g. on an executor's
+        workers).  Then every set of points that does not depend on another's values is
+        one call: the optimiser's value and forward-difference gradient (``d + 1``
+        points, the steps SciPy's own differences take, so the optimiser's path is the
+        same), the curvature probe, the Hessian (``2 d^2`` points), each Newton
+        gradient and the mismatch draws.  The result equals the one-point path's up to
+        rounding, at the same number of evaluations.
+    check : bool, default True
+        Whether to check that the Gaussian describes the target (the mismatch and the
+        mass near the mode, 50 evaluations per mode).  ``False``: ``cov`` is the inverse
+        Hessian wherever it is usable (``mismatch`` and ``log_mass`` NaN), for a caller
+        that uses that covariance either way (an emulator's mean function).
 
     Examples
     --------
@@ -190,12 +208,7 @@ def laplace_start(
     >>> res.mode.round(2), res.start
     (array([4., 4.]), 1)
     """
-    count = [0]
-
-    def neg(x: np.ndarray) -> float:
-        count[0] += 1
-        value = -float(logp(x))
-        return value if np.isfinite(value) else _BIG
+    neg, rows, count = _objective(logp, logp_rows)
 
     # finite differences at the edge of the support overflow by design: no warnings leak
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -203,7 +216,8 @@ def laplace_start(
         found = []  # (-log density, start index, mode)
         for index, point in enumerate([x0, *starts]):
             point = np.asarray(point, dtype=float)
-            mode, f_mode = _optimise(neg, point, max_evals)
+            mode, f_mode = _optimise(neg, point, max_evals,
+                                     None if logp_rows is None else rows)
             if f_mode < _BIG:
                 found.append((f_mode, index, mode))
         if not found:
@@ -217,7 +231,7 @@ def laplace_start(
             if any(np.allclose(mode, other, rtol=1e-4, atol=1e-6) for other in tried):
                 continue  # the same mode from another start
             tried.append(mode)
-            res = _gaussian_at(neg, mode, f_mode, log_evidence)
+            res = _gaussian_at(neg, mode, f_mode, log_evidence, rows, check)
             res.start = index
             if first is None:
                 first = res
@@ -242,29 +256,59 @@ def _mode_margin(dim: int) -> float:
     return dim / 2.0 + 3.0 * np.sqrt(dim / 2.0)
 
 
-def climb(logp: Callable[[np.ndarray], float], x0: np.ndarray,
-          max_evals: int) -> tuple[np.ndarray, float]:
-    """At most ``max_evals`` evaluations of L-BFGS-B from ``x0`` (finite-difference
-    gradients) up ``logp``: the highest point reached and its log density."""
-    def neg(x: np.ndarray) -> float:
-        value = -float(logp(x))
-        return value if np.isfinite(value) else _BIG
-
+def climb(logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
+          logp_rows: Callable[[np.ndarray], np.ndarray] | None = None,
+          ) -> tuple[np.ndarray, float]:
+    """At most about ``max_evals`` evaluations of L-BFGS-B from ``x0`` (finite-difference
+    gradients) up ``logp``: the highest point reached and its log density (``logp_rows``
+    as for :func:`laplace_start`: each value and its gradient one batch)."""
+    neg, rows, _ = _objective(logp, logp_rows)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        point, f = _optimise(neg, np.asarray(x0, dtype=float), max_evals)
+        point, f = _optimise(neg, np.asarray(x0, dtype=float), max_evals,
+                             None if logp_rows is None else rows)
     return point, (-f if f < _BIG else -np.inf)
 
 
-def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,
-              max_evals: int) -> tuple[np.ndarray, float]:
+def _objective(logp: Callable[[np.ndarray], float],
+               logp_rows: Callable[[np.ndarray], np.ndarray] | None):
+    """``-log p`` at a point and at the rows of an array (``_BIG`` where not finite), one
+    batch per call where ``logp_rows`` is given, and the count of evaluations."""
+    count = [0]
+
+    def neg(x: np.ndarray) -> float:
+        if logp_rows is not None:
+            return float(rows(np.asarray(x, dtype=float)[None, :])[0])
+        count[0] += 1
+        value = -float(logp(x))
+        return value if np.isfinite(value) else _BIG
+
+    def rows(X: np.ndarray) -> np.ndarray:  # -log p at the rows of X, one batch
+        if logp_rows is None:
+            return one_by_one(neg)(X)
+        count[0] += len(X)
+        values = -np.asarray(logp_rows(X), dtype=float).reshape(len(X))
+        return np.where(np.isfinite(values), values, _BIG)
+
+    return neg, rows, count
+
+
+def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
+              rows: Callable[[np.ndarray], np.ndarray] | None = None,
+              ) -> tuple[np.ndarray, float]:
     """L-BFGS-B from ``x0`` on finite-difference gradients: the point and its ``-log p``
-    (``x0`` itself when the optimiser fails or ends higher)."""
+    (``x0`` itself when the optimiser fails or ends higher).  With ``rows`` (``neg`` at
+    the rows of an array) each value and its gradient are one batch (:func:`_value_and_slope`)."""
     f0 = neg(x0)
     if f0 >= _BIG:
         return x0, f0
+    maxfun = max(int(max_evals), 10)
     try:
-        res = minimize(neg, x0, method="L-BFGS-B", options={"maxfun": max(int(max_evals), 10)})
+        if rows is None:
+            res = minimize(neg, x0, method="L-BFGS-B", options={"maxfun": maxfun})
+        else:  # SciPy counts each of these calls once; its own differences count d + 1
+            res = minimize(_value_and_slope(rows), x0, jac=True, method="L-BFGS-B",
+                           options={"maxfun": maxfun // (x0.size + 1)})
     except (ValueError, FloatingPointError, np.linalg.LinAlgError):
         return x0, f0
     mode = np.asarray(res.x, dtype=float)
@@ -274,20 +318,49 @@ def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray,
     return mode, f_mode
 
 
+# SciPy's L-BFGS-B differences: absolute steps of 1e-8 (its ``eps``), a relative step
+# where that one vanishes in rounding (scipy.optimize._numdiff.approx_derivative)
+_FD_STEP = 1e-8
+_FD_REL = np.sqrt(np.finfo(float).eps)
+
+
+def _value_and_slope(rows: Callable[[np.ndarray], np.ndarray]):
+    """``x -> (f(x), forward-difference gradient)`` from one call of ``rows`` at ``x`` and
+    ``x + h_i e_i``, with the steps and arithmetic of SciPy's L-BFGS-B without ``jac``
+    (so that the optimiser takes the same path, in ``d + 1``-point batches)."""
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        x = np.asarray(x, dtype=float)
+        sign = (x >= 0).astype(float) * 2 - 1
+        h = np.full(x.size, _FD_STEP)
+        h = np.where((x + h) - x == 0, _FD_REL * sign * np.maximum(1.0, np.abs(x)), h)
+        shifted = np.repeat(x[None, :], x.size, axis=0)
+        shifted[np.arange(x.size), np.arange(x.size)] = x + h
+        values = rows(np.concatenate([x[None, :], shifted]))
+        return float(values[0]), (values[1:] - values[0]) / ((x + h) - x)
+
+    return fun
 
 
 def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: float,
-                 log_evidence: float = -np.inf) -> LaplaceStart:
-    """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable)."""
+                 log_evidence: float = -np.inf,
+                 rows: Callable[[np.ndarray], np.ndarray] | None = None,
+                 check: bool = True) -> LaplaceStart:
+    """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable);
+    ``rows``: ``neg`` at the rows of an array (one batch; default a loop); ``check``:
+    whether to check the Gaussian against the target (:func:`laplace_start`)."""
+    rows = one_by_one(neg) if rows is None else rows
+    d = mode.size
     for _ in range(3):  # the Hessian again where Newton steps moved the mode
-        cov, steps, spike, rise = _inverse_hessian(neg, mode, f_mode)
+        cov, steps, spike, rise = _inverse_hessian(neg, mode, f_mode, rows)
         if cov is None or spike:
             return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0,
                                 degenerate=spike)
         moved = False
         for _ in range(3):  # badly scaled targets: L-BFGS stops early; finish with Newton
-            grad = np.array([(neg(mode + h * e) - neg(mode - h * e)) / (2 * h)
-                             for h, e in zip(steps, np.eye(mode.size), strict=True)])
+            E = np.eye(d) * steps[:, None]  # the up and down points of each coordinate
+            values = rows(np.stack([mode + E, mode - E], axis=1).reshape(2 * d, d))
+            grad = (values[0::2] - values[1::2]) / (2 * steps)
             candidate = mode - cov @ grad
             f_new = neg(candidate)
             if not f_new < f_mode:
@@ -296,15 +369,18 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: f
         if not moved:
             break
     if moved:  # the last Newton steps moved the mode after its slopes were measured
-        rise = _rise(mode, *_curvature_probe(neg, mode, f_mode)[1:])
+        rise = _rise(mode, *_curvature_probe(neg, mode, f_mode, rows)[1:])
     if rise:
         return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0, degenerate=rise)
 
-    def pos(x: np.ndarray) -> float:
-        value = neg(x)
-        return -value if value < _BIG else -np.inf
+    if not check:
+        return LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, cov=cov, hessian_cov=cov)
 
-    w, half_logdet = _log_weights(pos, mode, cov)
+    def pos(X: np.ndarray) -> np.ndarray:
+        values = rows(X)
+        return np.where(values < _BIG, -values, -np.inf)
+
+    w, half_logdet = _log_weights(None, mode, cov, rows=pos)
     mismatch = _spread(w)
     log_mass = half_logdet + max(-f_mode, float(logsumexp(w) - np.log(w.size)))
     res = LaplaceStart(mode=mode, logp=-f_mode, n_evals=0, mismatch=mismatch,

@@ -25,9 +25,13 @@ _RISE = 3.0
 
 
 def finite_difference_hessian(
-    f: Callable[[np.ndarray], float], x: np.ndarray, fx: float, steps: np.ndarray
+    f: Callable[[np.ndarray], float], x: np.ndarray, fx: float, steps: np.ndarray,
+    rows: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Central finite-difference Hessian of ``f`` at ``x`` (``2 d^2`` evaluations).
+
+    ``rows``, if given, evaluates ``f`` at the rows of an array: then the ``2 d^2`` points
+    are one call (one batch on an executor), with the same values and Hessian.
 
     Examples
     --------
@@ -39,38 +43,56 @@ def finite_difference_hessian(
     True
     """
     d = x.shape[0]
-    H = np.empty((d, d))
     E = np.diag(steps)
+    points = []  # in the order a loop over i, then j < i, evaluates them
     for i in range(d):
-        H[i, i] = (f(x + E[i]) - 2.0 * fx + f(x - E[i])) / steps[i] ** 2
+        points += [x + E[i], x - E[i]]
         for j in range(i):
-            fpp = f(x + E[i] + E[j])
-            fpm = f(x + E[i] - E[j])
-            fmp = f(x - E[i] + E[j])
-            fmm = f(x - E[i] - E[j])
+            points += [x + E[i] + E[j], x + E[i] - E[j], x - E[i] + E[j], x - E[i] - E[j]]
+    values = iter(one_by_one(f)(np.array(points)) if rows is None else rows(np.array(points)))
+    H = np.empty((d, d))
+    for i in range(d):
+        H[i, i] = (next(values) - 2.0 * fx + next(values)) / steps[i] ** 2
+        for j in range(i):
+            fpp, fpm, fmp, fmm = (next(values) for _ in range(4))
             H[i, j] = H[j, i] = (fpp - fpm - fmp + fmm) / (4.0 * steps[i] * steps[j])
     return H
 
 
-def _curvature_probe(neg, x: np.ndarray,
-                     fx: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def one_by_one(f: Callable[[np.ndarray], float]) -> Callable[[np.ndarray], np.ndarray]:
+    """``f`` of one point as a function of the rows of an array (a loop)."""
+    return lambda X: np.array([f(x) for x in X], dtype=float)
+
+
+def _curvature_probe(neg, x: np.ndarray, fx: float,
+                     rows: Callable[[np.ndarray], np.ndarray] | None = None,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per coordinate, a step whose second difference rises above rounding, the curvature
     and the slope there (NaN where a step left the support).
 
     Starts at ``1e-4 (1 + |x_i|)`` and grows tenfold (at most 10 times) while the second
-    difference is below ``1e-6`` (a scale of ``1e3`` needs steps of about 1).
+    difference is below ``1e-6`` (a scale of ``1e3`` needs steps of about 1).  Every
+    coordinate still growing takes its next two points in one call of ``rows`` (values
+    at the rows of an array; default a loop over ``neg``): at most 10 batches.
     """
-    steps, curv, slope = np.empty(x.size), np.empty(x.size), np.empty(x.size)
-    for i, e in enumerate(np.eye(x.size)):
-        h = 1e-4 * (1.0 + abs(x[i]))
-        for _ in range(10):
-            up, down = neg(x + h * e), neg(x - h * e)
-            d2 = up - 2.0 * fx + down
-            if abs(d2) > 1e-6 or not np.isfinite(d2):
-                break
-            h *= 10.0
-        steps[i], curv[i] = h, d2 / h**2
-        slope[i] = (up - down) / (2.0 * h) if max(up, down) < _BIG else np.nan
+    rows = one_by_one(neg) if rows is None else rows
+    d = x.size
+    steps = 1e-4 * (1.0 + np.abs(x))
+    up, down, d2 = np.empty(d), np.empty(d), np.empty(d)
+    todo = np.arange(d)
+    for _ in range(10):
+        E = np.eye(d)[todo] * steps[todo, None]
+        values = rows(np.concatenate([x + E, x - E]))
+        up[todo], down[todo] = values[:todo.size], values[todo.size:]
+        d2[todo] = up[todo] - 2.0 * fx + down[todo]
+        # a coordinate is done once its second difference rises above rounding
+        todo = todo[~((np.abs(d2[todo]) > 1e-6) | ~np.isfinite(d2[todo]))]
+        steps[todo] *= 10.0  # (also after the last attempt, as the loop always did)
+        if not todo.size:
+            break
+    curv = d2 / steps**2
+    with np.errstate(all="ignore"):
+        slope = np.where(np.maximum(up, down) < _BIG, (up - down) / (2.0 * steps), np.nan)
     return steps, curv, slope
 
 
@@ -113,18 +135,20 @@ def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
 
 
 def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
-                     f_mode: float) -> tuple[np.ndarray | None, np.ndarray, str, str]:
+                     f_mode: float, rows: Callable[[np.ndarray], np.ndarray] | None = None,
+                     ) -> tuple[np.ndarray | None, np.ndarray, str, str]:
     """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, where it
-    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not)."""
+    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not).
+    ``rows`` evaluates ``neg`` at the rows of an array (one batch; default a loop)."""
     # steps: a first pass with small relative steps measures the curvature per coordinate,
     # the second uses half a marginal standard deviation (well inside the support)
-    h0, diag, slope = _curvature_probe(neg, mode, f_mode)
+    h0, diag, slope = _curvature_probe(neg, mode, f_mode, rows)
     rise = _rise(mode, diag, slope)
     steps = np.where((diag > 0) & np.isfinite(diag), 0.5 / np.sqrt(np.abs(diag)), h0)
-    H = finite_difference_hessian(neg, mode, f_mode, steps)
+    H = finite_difference_hessian(neg, mode, f_mode, steps, rows)
     if np.any(np.abs(H) >= 1e200):  # a step left the support
         steps = 0.1 * steps
-        H = finite_difference_hessian(neg, mode, f_mode, steps)
+        H = finite_difference_hessian(neg, mode, f_mode, steps, rows)
     cov = _covariance_from_hessian(H)
     if cov is None:
         return None, steps, "", rise

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adaptation.laplace import climb, laplace_start
+from ..adaptation.laplace import climb
+from ..adaptation.laplace_searches import laplace_searches
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction
@@ -233,17 +234,17 @@ class EmulatorRun:
         ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
         d, s = self.problem.dim, self.settings
 
-        def logp_one(x: np.ndarray) -> float:  # the search's points are not fitted: they
-            prior, lik = self._terms(x[None, :])  # crowd the mode
-            value = float(prior[0] + lik[0])
-            return value if np.isfinite(value) else -np.inf
+        def logp_rows(X: np.ndarray) -> np.ndarray:  # the search's points are not fitted:
+            prior, lik = self._terms(X)  # they crowd the mode
+            return prior + lik
 
-        climbed = [climb(logp_one, x0, s.search_climb * (d + 1)) for x0 in starts]
-        climbed.sort(key=lambda c: -c[1])
+        climbed = laplace_searches(logp_rows, starts, s.search_climb * (d + 1), search=climb)
+        best = [x for x, _ in sorted(climbed, key=lambda c: -c[1])[:s.search_keep]]
         found: list[Mode] = []
-        for x0, _ in climbed[:s.search_keep]:
-            res = laplace_start(logp_one, x0, 35 * (d + 1))
-            cov = res.cov if res.cov is not None else res.hessian_cov
+        # each round of every search's gradients or Hessians is one batch; no check of the
+        # Gaussians against the target (50 evaluations each): the mean function uses them
+        for res in laplace_searches(logp_rows, best, 35 * (d + 1), check=False):
+            cov = res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
             if any(np.allclose(res.mode, m.mean, rtol=1e-3, atol=1e-4) for m in found):
