@@ -275,6 +275,13 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         return self._chain.record.states[-1]
 
     @property
+    def emulator_state(self) -> Any:
+        """The current chain's emulator (:class:`~.emulated.EmulatorState`: phase, run,
+        independence proposal ``g``, trial acceptance; live), ``None`` without
+        ``emulator=`` or before the chain's first draw."""
+        return self._chain.record.emulator
+
+    @property
     def compiled_logp(self) -> Callable[[np.ndarray], Any]:
         """The block's compiled log density ``logp(x)`` of the raveled values, before any
         ``logp_wrapper``."""
