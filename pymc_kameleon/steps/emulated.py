@@ -190,7 +190,8 @@ class StepEmulator:
                 self._move_to_best(record, run, warmup, mode.cov)
             return count[0]
         st.g = IndependenceProposal.fit(run.posterior, rng, moves.settings)
-        self._move_to_best(record, run, warmup, np.cov(run.posterior, rowvar=False))
+        self._move_to_best(record, run, warmup,
+                            np.atleast_2d(np.cov(run.posterior, rowvar=False)))
         # the trial: true independence moves from the best design point
         state = ChainState(record.precond.to_u(record.x), record.logp)
         accepts = []
