@@ -379,26 +379,18 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         n_steps = self.n_steps  # fixed within a draw
         if em is not None and em.n_steps is not None and chain.n_steps_given is None:
             n_steps = em.n_steps  # after tuning: set by the independence moves' trial
-        counts = em is None or not em.free  # moves on the emulator cost no evaluation
         with np.errstate(all="ignore"):  # once per draw, not per iteration
             for _ in range(n_steps):  # propose -> MH -> adapt
-                if em is not None and em.independent(rng):
-                    it = em.independence(state)
-                    em.tally(True, it)
-                else:
-                    it = kernel.step(kstate, state, mh, tune)
-                    if em is not None:
-                        em.tally(False, it)
+                it = (kernel.step(kstate, state, mh, tune) if em is None
+                      else em.step(kernel, kstate, state, tune, rng))
                 state = it.state
-                evals += it.n_evals if counts else 0
+                evals += it.n_evals
                 accept_sum += it.accept_prob
                 moves += it.accepted
                 if tune:
                     if it.adapts:
                         w.accepts.append(it.accept_prob)
                     kernel.update(kstate, it, w.x, rng)
-                if not counts:  # the emulator's values are no evaluations
-                    it = it._replace(n_evals=0)
                 if callback is not None:
                     callback(self._info(it, phase, tune))
         self._last = (it, phase, tune)  # the last iteration's info, built only when read

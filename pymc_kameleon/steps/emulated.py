@@ -72,18 +72,19 @@ class EmulatorDraw:
         """Iterations of the draw after tuning (None: the chain's own count)."""
         return self.state.n_steps if self.state.phase == "sampling" else None
 
-    def independent(self, rng: np.random.Generator) -> bool:
-        """Whether this iteration is an independence move (after tuning, probability
-        ``weight``, independent of the state)."""
-        return self.state.phase == "sampling" and rng.random() < self.weight
-
-    def independence(self, state: ChainState) -> Iteration:
+    def step(self, kernel, kstate, state: ChainState, tune: bool,
+             rng: np.random.Generator) -> Iteration:
+        """One iteration: after tuning an independence move with probability ``weight`` (a
+        coin that does not look at the state: the mixture of the two kernels is exact),
+        else the kernel's own move; moves on the emulator count no evaluation."""
         w = self.record
-        it, _ = independence_step(self.mh, state, w.x, self.state.g, w.precond.to_u)
-        return it
-
-    def tally(self, independent: bool, it: Iteration) -> None:
+        independent = self.state.phase == "sampling" and rng.random() < self.weight
+        if independent:
+            it, _ = independence_step(self.mh, state, w.x, self.state.g, w.precond.to_u)
+        else:
+            it = kernel.step(kstate, state, self.mh, tune)
         self.accepts[0 if independent else 1].append(it.accept_prob)
+        return it._replace(n_evals=0) if self.free else it
 
     def stats(self) -> dict:
         ind, loc = self.accepts
