@@ -3,6 +3,7 @@ nothing adapting after tuning, the fallback, a likelihood estimator, the evaluat
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import numpy as np
@@ -183,11 +184,12 @@ def test_every_step_uses_it_and_counts_every_evaluation(step_class, tmp_path):
     model = _gauss_model()
     counter = add_counter(model, tmp_path / "evals")
     counter.reset()
-    idata, _ = _sample(model, lambda: step_class(emulator=CHEAP, tune_draws=60), chains=1,
-                       tune=60, draws=30)
+    idata, step = _sample(model, lambda: step_class(emulator=CHEAP, tune_draws=60), chains=1,
+                          tune=60, draws=30)
     ss = group_dataset(idata, "sample_stats")
     assert ss["n_evals_total"].values[:, -1].sum() == counter.count
     assert (ss["emulator_phase"].values == 2).all()
+    pickle.loads(pickle.dumps(step.sampling_state))  # the saved state holds the emulator
 
 
 def test_multiprocess_run_and_pymc_checks():

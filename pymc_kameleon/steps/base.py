@@ -276,7 +276,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
 
     @property
     def emulator_state(self) -> Any:
-        """The current chain's emulator (:class:`~.emulated.EmulatorState`: phase, run,
+        """The current chain's emulator (:class:`~.emulated.EmulatorState`: phase, emulator,
         independence proposal ``g``, trial acceptance; live), ``None`` without
         ``emulator=`` or before the chain's first draw."""
         return self._chain.record.emulator

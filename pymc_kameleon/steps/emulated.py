@@ -29,6 +29,7 @@ from ..adaptation.independence import (
 )
 from ..adaptation.kernel import ChainState, Iteration, Metropolis
 from ..emulator import EmulatorProblem, EmulatorRun
+from ..emulator.surrogate import LogDensityEmulator
 from .start import ChainStart, _prior_point_fn
 
 __all__ = ["EMULATOR_OFF", "EMULATOR_PHASES", "EmulatorDraw", "EmulatorState",
@@ -49,7 +50,11 @@ class EmulatorState:
     """One chain's emulator (kept in its record)."""
 
     phase: str = "off"
-    run: EmulatorRun | None = None
+    # the run's emulator, its rounds and held-out error (the run itself holds the
+    # problem's functions, which the step's saved state need not pickle)
+    emulator: LogDensityEmulator | None = None
+    rounds: int = 0
+    error: float = math.nan
     g: IndependenceProposal | None = None
     trial_accept: float = math.nan  # the trial's mean acceptance of independence moves
     n_steps: int = 1  # iterations per draw after tuning
@@ -166,7 +171,7 @@ class StepEmulator:
                 record.logp = self.density(record.x)
             st.emulated, evals = False, evals + 1
         if st.phase == "tuning":
-            emulated = EmulatedMetropolis(mh, st.run.emulator)
+            emulated = EmulatedMetropolis(mh, st.emulator)
             if not st.emulated:
                 record.logp, st.emulated = emulated.value(record.x), True
             mh = emulated
@@ -181,9 +186,10 @@ class StepEmulator:
         except Exception as exc:  # no prior to draw from, a block, a prior Op
             self._fall_back(st, f"{exc}", name)
             return count[0]
-        st.run = run = EmulatorRun(problem, moves.settings, moves.posterior_draws, rng)
+        run = EmulatorRun(problem, moves.settings, moves.posterior_draws, rng)
         while run.phase in ("start", "design"):  # each round one batch of evaluations
             run.step()
+        st.emulator, st.rounds, st.error = run.emulator, run.rounds, run.error
         if run.phase == "fallback":
             self._fall_back(st, run.reason, name)
             if run.emulator is not None:  # start where the search found the mode
