@@ -152,8 +152,9 @@ class Evaluations:
         return out
 
 
-def vectorised_logp(model, variables, compile_kwargs=None):
-    """The prior and likelihood terms of a whole batch in one compiled call, or ``None``.
+def vectorised_logp(model, variables, compile_kwargs=None, prior_only: bool = False):
+    """The prior and likelihood terms of a whole batch in one compiled call, or ``None``
+    (``prior_only``: the prior term alone, a column).
 
     Built with PyTensor's ``vectorize_graph`` where the log density is PyTensor throughout;
     ``None`` for discrete variables, likelihood estimators and black-box Ops (``as_op``,
@@ -176,7 +177,8 @@ def vectorised_logp(model, variables, compile_kwargs=None):
         return None
     point = model.initial_point()
     shared = make_shared_replacements(point, variables, model)
-    outs, vec = join_nonshared_inputs(point=point, outputs=[model.varlogp, model.datalogp],
+    terms = [model.varlogp] if prior_only else [model.varlogp, model.datalogp]
+    outs, vec = join_nonshared_inputs(point=point, outputs=terms,
                                       inputs=variables, shared_inputs=shared)
     try:
         mat = pt.matrix("particles", dtype=vec.dtype)

@@ -25,11 +25,13 @@ from pymc.step_methods.compound import Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc.vartypes import discrete_types
 
+from ..adaptation.independence import EmulatorMoves
 from ..adaptation.kernel import ChainState, Iteration, Kernel, Proposal
 from ..adaptation.screen import SurrogateScreen
 from ..adaptation.warmup import AffineMap
 from ..adaptation.warmup_kernel import WarmupKernel, WarmupState, random_walk_target
 from ..adaptation.work import MAX_FACTOR
+from ..emulator import EmulatorSettings
 from ..pseudo_marginal import compiling_for, find_estimators, reseed_estimators
 from .chain import PHASES, Chain
 from .density import LogDensity, compile_block_logp
@@ -88,6 +90,18 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         Screen each proposal with a surrogate of the log density learned while tuning
         (delayed acceptance, exact; :mod:`pymc_kameleon.adaptation.screen`): a proposal the
         surrogate rejects costs no evaluation.  Stats ``screen_active``, ``evals_saved``.
+    emulator : bool, EmulatorSettings or EmulatorMoves, default False
+        Tune on an emulator of the log density and sample with independence proposals
+        fitted to it (docs/emulator_steps.md): the first tuning draw builds the emulator
+        (:class:`~pymc_kameleon.emulator.EmulatorRun`'s mode search and design rounds,
+        true evaluations, counted), the rest of tuning moves on the emulator (free), and
+        after tuning each iteration is, with probability ``weight``, an independence
+        proposal from a defensive mixture fitted to the emulator's posterior, otherwise the
+        kernel's own move (exact: a mixture of two Metropolis-Hastings kernels).  Where it
+        does not pay the chain samples without it, with one warning.  Needs a block that
+        is the whole model with a prior that can be drawn from; not with ``screen``.
+        Stats ``emulator_active``, ``emulator_phase``, ``accept_independent``,
+        ``accept_local``.
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)
@@ -139,6 +153,7 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         laplace_starts: int = 4,
         laplace_max_evals: int | None = None,
         screen: bool | SurrogateScreen = False,
+        emulator: bool | EmulatorSettings | EmulatorMoves = False,
         on_error: str = "raise",
         callback: Callable[[StepInfo], Any] | None = None,
         logp_wrapper: Callable[[Callable], Callable] | None = None,
@@ -188,7 +203,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                             warmup_draws=warmup_draws, n_steps=n_steps,
                             max_work_factor=max_work_factor, laplace=laplace,
                             laplace_starts=laplace_starts, laplace_max_evals=laplace_max_evals,
-                            screen=screen, tune_draws=tune_draws)
+                            screen=screen, tune_draws=tune_draws,
+                            emulator=EmulatorMoves.of(emulator))
         self.reset_tuning()
 
     # ------------------------------------------------------------------ public reads
@@ -257,6 +273,13 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
     def adaptation_state(self) -> Any:
         """The current chain's state of the sampler's kernel (:attr:`adaptation`; live)."""
         return self._chain.record.states[-1]
+
+    @property
+    def emulator_state(self) -> Any:
+        """The current chain's emulator (:class:`~.emulated.EmulatorState`: phase, emulator,
+        independence proposal ``g``, trial acceptance; live), ``None`` without
+        ``emulator=`` or before the chain's first draw."""
+        return self._chain.record.emulator
 
     @property
     def compiled_logp(self) -> Callable[[np.ndarray], Any]:
@@ -347,13 +370,19 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
             chain.begin_tuning_draw(rng)
         w, callback = chain.record, self.callback
         mh = chain.metropolis(self._mh, rng)
+        em = chain.emulator_draw(mh, tune, rng)  # None without an emulator
+        if em is not None:
+            evals, mh = evals + em.evals, em.mh
         kernel, kstate, phase = chain.kernels[w.phase], w.states[w.phase], w.phase
         state = ChainState(w.precond.to_u(w.x), w.logp)
         accept_sum, moves = 0.0, 0
         n_steps = self.n_steps  # fixed within a draw
+        if em is not None and em.n_steps is not None and chain.n_steps_given is None:
+            n_steps = em.n_steps  # after tuning: set by the independence moves' trial
         with np.errstate(all="ignore"):  # once per draw, not per iteration
             for _ in range(n_steps):  # propose -> MH -> adapt
-                it = kernel.step(kstate, state, mh, tune)
+                it = (kernel.step(kstate, state, mh, tune) if em is None
+                      else em.step(kernel, kstate, state, tune, rng))
                 state = it.state
                 evals += it.n_evals
                 accept_sum += it.accept_prob
@@ -366,7 +395,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
                     callback(self._info(it, phase, tune))
         self._last = (it, phase, tune)  # the last iteration's info, built only when read
         stats = chain.draw_stats(self.stats_dtypes_shapes, tune, n_steps, evals,
-                                 accept_sum / n_steps, moves / n_steps)
+                                 accept_sum / n_steps, moves / n_steps,
+                                 None if em is None else em.stats())
         new = RaveledVars(w.x.astype(q0.data.dtype, copy=True), q0.point_map_info)
         chain.point_sync.remember(w, new, point)
         return new, [stats]

@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 from pymc.blocking import RaveledVars
 
+from ..adaptation.independence import EmulatorMoves
 from ..adaptation.kernel import DrawContext, Kernel, Metropolis
 from ..adaptation.screen import ScreenedMetropolis, SurrogateScreen
 from ..adaptation.warmup_kernel import WarmupKernel
@@ -26,6 +27,7 @@ from ..adaptation.work import MAX_FACTOR, WorkPerDraw
 from ..compat import assumed_tuning_draws
 from ..validation import check_at_least, check_integral
 from .density import LogDensity
+from .emulated import EMULATOR_OFF, EmulatorDraw, StepEmulator
 from .messages import work_bound_warning
 from .metropolis import StepMetropolis
 from .records import BASE_STATS, SCREEN_OFF, ChainRecord, fill_stats
@@ -78,6 +80,9 @@ class Chain:
         The step's settings (see :class:`~.base.BaseKernelStep`).
     screen : SurrogateScreen, optional
         The surrogate screen in front of every Metropolis-Hastings decision.
+    emulator : EmulatorMoves, optional
+        The emulator's moves (:mod:`.emulated`); without a ``laplace`` given, the chain's
+        start then searches no mode (the emulator's run does).
     """
 
     def __init__(self, kernels: Sequence[Kernel], dim: int, density: LogDensity,
@@ -86,7 +91,8 @@ class Chain:
                  max_work_factor: float = MAX_FACTOR,
                  laplace_max_evals: int | None = None,
                  screen: bool | SurrogateScreen | None = None,
-                 tune_draws: int | None = None):
+                 tune_draws: int | None = None,
+                 emulator: EmulatorMoves | None = None):
         self.kernels, self.dim = tuple(kernels), dim
         self.density, self.start, self.point_sync = density, start, point_sync
         self.warmup_draws = _integral_or_none("warmup_draws", warmup_draws)
@@ -98,6 +104,12 @@ class Chain:
         if not isinstance(screen, SurrogateScreen):
             screen = SurrogateScreen() if screen else None
         self.screen = screen
+        if emulator is not None and screen is not None:
+            raise ValueError("emulator=... and screen=... cannot be combined yet")
+        if emulator is not None and laplace is None:
+            self.laplace = False  # the emulator's run searches the modes itself
+        self.emulator = (None if emulator is None
+                         else StepEmulator(emulator, start, density, dim))
         self.tune_draws = (None if tune_draws is None
                            else check_integral("tune_draws", tune_draws, minimum=0))
         self.tune: int | None = None  # tuning draws: told by PyMC 6, else tune_draws/assumed
@@ -164,8 +176,16 @@ class Chain:
         mh.observer = partial(self.screen.update, w.screen)
         return ScreenedMetropolis(mh, self.screen, w.screen)
 
+    def emulator_draw(self, mh: Metropolis, tune: bool,
+                      rng: np.random.Generator) -> EmulatorDraw | None:
+        """The draw's emulator moves (None without an emulator); the emulator is built at
+        the chain's first tuning draw."""
+        if self.emulator is None:
+            return None
+        return self.emulator.draw(self.record, mh, tune, self.warmup, rng, self.density.name)
+
     def draw_stats(self, dtypes: dict, tune: bool, n_steps: int, evals: int, accept: float,
-                   moved: float) -> dict:
+                   moved: float, emulator: dict | None = None) -> dict:
         """The draw's stats (``dtypes``: the step's), the kernels' and the screen's included;
         adds the draw's evaluations to the chain's total."""
         w, failed = self.record, self.density.failed
@@ -186,6 +206,7 @@ class Chain:
             **counts,
             "warning": w.reports.pop(0) if w.reports else None,  # one per draw
             **(SCREEN_OFF if self.screen is None else self.screen.stats(w.screen)),
+            **(EMULATOR_OFF if emulator is None else emulator),
             **fill_stats(dtypes, BASE_STATS, self.kernels[-1].stats(w.states[-1], tune)),
         }
 

@@ -47,6 +47,13 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     "screen_stage1": (np.float64, []),
     "screen_stage2": (np.float64, []),
     "evals_saved": (np.int64, []),
+    # the emulator (emulator=...): whether the draw used it, the chain's phase (0 off,
+    # 1 moves on the emulator while tuning, 2 independence moves after, 3 fallen back), the
+    # draw's mean acceptance of independence and of local moves (NaN where none)
+    "emulator_active": (bool, []),
+    "emulator_phase": (np.int64, []),
+    "accept_independent": (np.float64, []),
+    "accept_local": (np.float64, []),
 }
 
 #: The screen's stats of a step without one.
@@ -118,6 +125,7 @@ class ChainRecord:
     accepts: list = field(default_factory=list)  # accept probs of the last draw (no probes)
     n_evals: int = 0  # evaluations of the chain so far (its start and tuning included)
     screen: Any = None  # the surrogate screen's state (screen=...)
+    emulator: Any = None  # the emulator's state (emulator=...; None before the first draw)
     reports: list = field(default_factory=list)  # SamplerWarnings for the next draws' stat
 
     def begin(self, res: StartResult, key: bytes, walk: WarmupState,

@@ -1,0 +1,184 @@
+"""Emulator moves of a step: free moves on the emulator while tuning, independence moves after.
+
+With ``emulator=True`` a step builds an emulator of the log density at its first tuning
+draw (:class:`~pymc_kameleon.emulator.EmulatorRun`: prior draws, the mode search, the design
+rounds) and fits a defensive mixture ``g`` to the emulator's posterior
+(:func:`~pymc_kameleon.emulator.correction.correction_proposal`).  Then:
+
+* while tuning, the kernels move on the emulator's log density (:class:`EmulatedMetropolis`,
+  no true evaluation): tuning draws are discarded, so the kernels only need to arrive tuned;
+* after tuning, each iteration is, with probability ``weight``, an independence proposal
+  ``y ~ g`` accepted with ``log p(y) - log p(x) + log g(x) - log g(y)``
+  (:func:`independence_step`), otherwise the kernel's own local move.  Both are
+  Metropolis-Hastings kernels reversible with respect to the target, and the choice between
+  them does not depend on the state, so their mixture leaves the target invariant; nothing
+  adapts after tuning and the current value is the stored one (a likelihood estimate stays
+  with its point), so the chain is exact also for a pseudo-marginal log density.
+
+This module is free of PyMC; :mod:`pymc_kameleon.steps.emulated` drives it for a step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..emulator import EmulatorSettings
+from ..emulator.correction import DefensiveMixture, correction_proposal
+from ..math.whitening import AffineMap
+from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, rejected_outright
+
+__all__ = ["EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
+           "independence_log_ratio", "independence_step", "steps_for_acceptance"]
+
+
+@dataclass(frozen=True)
+class EmulatorMoves:
+    """How a step uses the emulator (``emulator=`` of every step).
+
+    Parameters
+    ----------
+    settings : EmulatorSettings
+        The emulator's run (design, held-out error rule, ``max_dim``).  Default: the
+        engine's, but ``laplace_starts=1``: every chain searches the mode from its own two
+        best prior draws, so four chains search from eight, and the search is most of a
+        chain's build (on a 4-d ODE about 290 evaluations per start).
+    weight : float
+        Probability of an independence proposal at each iteration after tuning.
+    trial : int, optional
+        True independence proposals of the trial that decides whether the moves pay
+        (default ``max(30, 5 d)``), made once the emulator is built.
+    min_accept : float
+        The trial's acceptance below which the chain samples without the emulator.
+    posterior_draws : int
+        Draws of the emulator's posterior (its tempering) that the mixture is fitted to.
+    """
+
+    settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
+        laplace_starts=1))
+    weight: float = 0.8
+    trial: int | None = None
+    min_accept: float = 0.2
+    posterior_draws: int = 1000
+
+    @classmethod
+    def of(cls, emulator: bool | EmulatorSettings | EmulatorMoves) -> EmulatorMoves | None:
+        """The moves a step's ``emulator=`` argument asks for (None: off)."""
+        if isinstance(emulator, EmulatorMoves):
+            return emulator
+        if isinstance(emulator, EmulatorSettings):
+            return cls(emulator)
+        if emulator is True:
+            return cls()
+        if emulator is False or emulator is None:
+            return None
+        raise TypeError(f"emulator must be a bool, EmulatorSettings or EmulatorMoves, "
+                        f"not {type(emulator).__name__}")
+
+    def n_trial(self, dim: int) -> int:
+        return int(self.trial) if self.trial is not None else max(30, 5 * dim)
+
+
+@dataclass(frozen=True)
+class IndependenceProposal:
+    """The frozen independence proposal ``g``: a defensive mixture in whitened coordinates
+    ``u = L^-1 (x - m)`` of ``whitening``; densities and draws in model coordinates."""
+
+    whitening: AffineMap
+    mixture: DefensiveMixture
+
+    @classmethod
+    def fit(cls, X: np.ndarray, rng: np.random.Generator,
+            settings: EmulatorSettings) -> IndependenceProposal:
+        """``g`` fitted to draws ``X`` (rows) of the emulator's posterior, as the engine's
+        correction fits its first proposal (widened, with a heavy-tailed component)."""
+        return cls(*correction_proposal(np.asarray(X, dtype=float), rng, settings))
+
+    def logpdf(self, X: np.ndarray) -> np.ndarray:
+        """``log g`` at rows ``X`` (model coordinates; the map's Jacobian included)."""
+        U = self.whitening.rows_to_u(np.atleast_2d(X))
+        return self.mixture.logpdf(U) - self.whitening.log_det
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """One draw of ``g`` (model coordinates)."""
+        return self.whitening.rows_to_x(self.mixture.sample(1, rng))[0]
+
+
+def independence_log_ratio(logp_new: float, logp_cur: float, logg_new: float,
+                           logg_cur: float) -> float:
+    """The log Metropolis-Hastings ratio of an independence proposal:
+    ``log p(y) - log p(x) + log g(x) - log g(y)``."""
+    return logp_new - logp_cur + logg_cur - logg_new
+
+
+def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
+                      g: IndependenceProposal,
+                      to_u: Callable[[np.ndarray], np.ndarray]) -> tuple[Iteration, np.ndarray]:
+    """One independence move from ``state`` (model point ``x``, its stored value in
+    ``state.logp``; ``to_u``: model point to the kernels' whitened position): one
+    evaluation at ``y ~ g``; the iteration and the chain's point afterwards."""
+    position = to_u(g.sample(mh.rng))
+    if not math.isfinite(np.add.reduce(position)):
+        return Iteration(state, 0.0, False, 0), x
+    new, x_new = mh.evaluate(position)
+    log_r = independence_log_ratio(new.logp, state.logp, float(g.logpdf(x_new)[0]),
+                                   float(g.logpdf(x)[0]))
+    moved, accept_prob, accepted = mh.decide(state, new, x_new, log_r)
+    return Iteration(moved, accept_prob, accepted, 1), (x_new if accepted else x)
+
+
+def steps_for_acceptance(accept: float, dim: int) -> int:
+    """Iterations per draw after tuning: about ``0.5 / accept`` (one when independence
+    moves are accepted half the time or more), at most the kernels' default ``max(5, d)``."""
+    if not accept > 0:
+        return max(MIN_STEPS, dim)
+    return int(min(max(MIN_STEPS, dim), max(1, math.ceil(0.5 / accept - 1e-9))))
+
+
+class EmulatedMetropolis:
+    """The step's :class:`~.kernel.Metropolis` with the emulator in place of the log density:
+    no true evaluation (``n_evals`` 0); the chain's record holds emulated values until the
+    step evaluates its point again.
+
+    Parameters
+    ----------
+    mh : Metropolis
+        The step's decisions (its record and generator).
+    log_density : callable
+        The emulator: rows in model coordinates to log densities.
+    """
+
+    def __init__(self, mh: Metropolis, log_density: Callable[[np.ndarray], np.ndarray]):
+        self.mh, self.log_density = mh, log_density
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self.mh.rng
+
+    def to_x(self, position: np.ndarray) -> np.ndarray:
+        return self.mh.to_x(position)
+
+    def value(self, x: np.ndarray) -> float:
+        """The emulated log density at model point ``x``."""
+        v = float(self.log_density(np.asarray(x, dtype=float)[None, :])[0])
+        return v if math.isfinite(v) else -math.inf
+
+    def evaluate(self, position: np.ndarray) -> tuple[ChainState, np.ndarray]:
+        x = self.mh.to_x(position)
+        return ChainState(position, self.value(x)), x
+
+    def decide(self, state: ChainState, new: ChainState, x_new: np.ndarray,
+               log_accept: float) -> tuple[ChainState, float, bool]:
+        return self.mh.decide(state, new, x_new, log_accept)
+
+    def step(self, state: ChainState, proposal: Proposal, adapts: bool = True,
+             probe: bool = False) -> Iteration:
+        if rejected_outright(proposal):
+            return Iteration(state, 0.0, False, 0, adapts, probe)
+        new, x_new = self.evaluate(proposal.position)
+        moved, accept_prob, accepted = self.decide(
+            state, new, x_new, new.logp - state.logp + proposal.log_correction)
+        return Iteration(moved, accept_prob, accepted, 0, adapts, probe)

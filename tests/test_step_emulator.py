@@ -1,0 +1,230 @@
+"""``emulator=True`` on the steps: the independence move's ratio, exactness (group design),
+nothing adapting after tuning, the fallback, a likelihood estimator, the evaluation bill."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from checks import (
+    GAUSS_COV,
+    NOISY_POST_MEAN,
+    NOISY_POST_SD,
+    gaussian_groups_passing,
+    mean_error_in_mcse,
+    moment_zscores,
+    noisy_model,
+)
+from scipy import stats
+
+import pymc_kameleon as pk
+from pymc_kameleon.adaptation.independence import (
+    EmulatorMoves,
+    IndependenceProposal,
+    independence_step,
+    steps_for_acceptance,
+)
+from pymc_kameleon.adaptation.kernel import ChainState
+from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.emulator import EmulatorSettings
+from pymc_kameleon.models.counting import add_counter
+
+TUNE, DRAWS = 200, 400
+# the fast tests fit the emulator's posterior with fewer draws (its tempering is most of a
+# chain's time); the slow ones run the defaults
+CHEAP = EmulatorMoves(EmulatorSettings(laplace_starts=1), posterior_draws=300)
+STEPS = [pk.KameleonStep, pk.FastKameleonStep, pk.KernelHMCStep, pk.RandomWalkStep]
+
+
+def _gauss_model() -> pm.Model:
+    with pm.Model() as model:
+        pm.MvNormal("x", np.zeros(2), GAUSS_COV)
+    return model
+
+
+def _sample(model, step_factory, *, chains=2, tune=TUNE, draws=DRAWS, seed=1, **kwargs):
+    with model:
+        step = step_factory()
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, step=step,
+                          random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False, **kwargs)
+    return idata, step
+
+
+# ------------------------------------------------------------------ (a) the ratio
+class _Recorder:
+    """A Metropolis of the protocol on an explicit log density, recording its decisions."""
+
+    def __init__(self, logp, rng):
+        self.logp, self.rng, self.log_accepts = logp, rng, []
+
+    def evaluate(self, position):
+        return ChainState(position, self.logp(position)), position
+
+    def decide(self, state, new, x_new, log_accept):
+        self.log_accepts.append(log_accept)
+        return state, float(np.exp(min(log_accept, 0.0))), False
+
+
+def _g_by_scipy(g: IndependenceProposal, x: np.ndarray) -> float:
+    """``g``'s density at ``x`` from its parts in model coordinates, with SciPy."""
+    m, L = g.whitening.mean, g.whitening.chol
+    mix, t = g.mixture.mixture, g.mixture.t
+    terms = [w * stats.multivariate_normal(m + L @ mu, L @ C @ C.T @ L.T).pdf(x)
+             for w, mu, C in zip(mix.weights, mix.means, mix.chols, strict=True)]
+    heavy = stats.multivariate_t(m + L @ t.mean, L @ t.chol @ t.chol.T @ L.T, df=t.df).pdf(x)
+    return float(np.log((1 - g.mixture.weight) * sum(terms) + g.mixture.weight * heavy))
+
+
+def test_independence_ratio_matches_an_independent_computation():
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.multivariate_normal([0, 0], GAUSS_COV, 300),
+                   rng.multivariate_normal([6, -2], 0.3 * np.eye(2), 200)])
+    g = IndependenceProposal.fit(X, rng, EmulatorSettings())
+    target = stats.multivariate_normal(np.zeros(2), GAUSS_COV)
+    mh = _Recorder(target.logpdf, None)
+    starts = np.vstack([rng.multivariate_normal([0, 0], GAUSS_COV, 15), [[6.0, -2.0]]])
+    for i, x in enumerate(starts):
+        mh.rng = np.random.default_rng(i)
+        y = g.sample(np.random.default_rng(i))  # the move's own draw
+        independence_step(mh, ChainState(x, target.logpdf(x)), x, g, lambda v: v)
+        expected = (target.logpdf(y) - target.logpdf(x) + _g_by_scipy(g, x)
+                    - _g_by_scipy(g, y))
+        assert mh.log_accepts[-1] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_settings_and_iterations_per_draw():
+    assert EmulatorMoves.of(False) is None and EmulatorMoves.of(True) == EmulatorMoves()
+    settings = EmulatorSettings(max_dim=3)
+    assert EmulatorMoves.of(settings).settings is settings
+    with pytest.raises(TypeError):
+        EmulatorMoves.of("yes")
+    assert steps_for_acceptance(0.7, 4) == 1 and steps_for_acceptance(0.5, 4) == 1
+    assert steps_for_acceptance(0.2, 4) == 3 and steps_for_acceptance(0.01, 8) == 8
+    assert steps_for_acceptance(float("nan"), 2) == 5
+
+
+# ------------------------------------------------------------------ a cheap run
+@pytest.fixture(scope="module")
+def gauss_run(tmp_path_factory):
+    """Two chains of KameleonStep(emulator=True) on the correlated 2-d Gaussian, every
+    evaluation counted independently, with the emulator's proposal, the map and the
+    iterations per draw seen at every iteration after tuning."""
+    model = _gauss_model()
+    counter = add_counter(model, tmp_path_factory.mktemp("count") / "evals")
+    seen, holder = [], []
+
+    def record(info):
+        step = holder[0]
+        if not info.tune:
+            g = step.emulator_state.g
+            seen.append((g, step.n_steps, step.preconditioner.mean.copy(),
+                         float(g.logpdf(np.zeros((1, 2)))[0])))
+
+    def factory():
+        holder.append(pk.KameleonStep(emulator=CHEAP, tune_draws=TUNE, callback=record))
+        return holder[0]
+
+    counter.reset()
+    idata, _ = _sample(model, factory)
+    return idata, counter.count, seen
+
+
+def test_cheap_run_uses_the_emulator_and_counts_every_evaluation(gauss_run):
+    idata, count, _ = gauss_run
+    ss = group_dataset(idata, "sample_stats")
+    assert ss["n_evals_total"].values[:, -1].sum() == count  # an independent counter
+    assert ss["emulator_active"].values.all()
+    assert (ss["emulator_phase"].values == 2).all()  # independence moves after tuning
+    assert np.nanmean(ss["accept_independent"].values) > 0.5
+    # about one evaluation per draw after tuning; the build and the trial below 1000
+    assert (ss["n_evals_total"].values[:, -1] < 1000 + DRAWS * ss["n_steps"].values[:, -1]).all()
+    x = group_dataset(idata, "posterior")["x"].values
+    z = [moment_zscores(x[:, :, j], 0.0, GAUSS_COV[j, j]) for j in range(2)]
+    assert np.max(np.abs(z)) < 5
+
+
+def test_nothing_adapts_after_tuning(gauss_run):
+    """``g``, the map and the iterations per draw are those of the first draw after tuning
+    until the last (per chain: the second chain starts with its own)."""
+    _, _, seen = gauss_run
+    assert len(seen) >= 2 * DRAWS
+    for chain in (seen[: len(seen) // 2], seen[len(seen) // 2:]):
+        g0, n0, mean0, logg0 = chain[0]
+        for g, n, mean, logg in chain:
+            assert g is g0 and n == n0 and logg == logg0
+            np.testing.assert_array_equal(mean, mean0)
+
+
+# ------------------------------------------------------------------ (d) the fallback
+@pytest.mark.parametrize("emulator", [EmulatorSettings(max_dim=1),
+                                      EmulatorMoves(min_accept=1.01, posterior_draws=300)],
+                         ids=["max_dim", "trial"])
+def test_fallback_warns_once_and_samples_as_without(emulator):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata, _ = _sample(_gauss_model(),
+                           lambda: pk.KameleonStep(emulator=emulator, tune_draws=TUNE))
+    ours = [w for w in caught if "emulator=..." in str(w.message)]
+    assert len(ours) == 1 and "without the emulator" in str(ours[0].message)
+    ss = group_dataset(idata, "sample_stats")
+    assert (ss["emulator_phase"].values == 3).all() and not ss["emulator_active"].values.any()
+    assert np.isnan(ss["accept_independent"].values).all()
+    x = group_dataset(idata, "posterior")["x"].values
+    z = [moment_zscores(x[:, :, j], 0.0, GAUSS_COV[j, j]) for j in range(2)]
+    assert np.max(np.abs(z)) < 5
+
+
+# ------------------------------------------------------------------ every step, the bill
+@pytest.mark.parametrize("step_class", STEPS[1:], ids=lambda c: c.__name__)
+def test_every_step_uses_it_and_counts_every_evaluation(step_class, tmp_path):
+    model = _gauss_model()
+    counter = add_counter(model, tmp_path / "evals")
+    counter.reset()
+    idata, step = _sample(model, lambda: step_class(emulator=CHEAP, tune_draws=60), chains=1,
+                          tune=60, draws=30)
+    ss = group_dataset(idata, "sample_stats")
+    assert ss["n_evals_total"].values[:, -1].sum() == counter.count
+    assert (ss["emulator_phase"].values == 2).all()
+    pickle.loads(pickle.dumps(step.sampling_state))  # the saved state holds the emulator
+
+
+def test_multiprocess_run_and_pymc_checks():
+    """Two processes (the step pickled), PyMC's convergence checks on."""
+    with _gauss_model():
+        idata = pm.sample(draws=30, tune=40, chains=2, cores=2, random_seed=4,
+                          step=pk.RandomWalkStep(emulator=CHEAP, tune_draws=40),
+                          progressbar=False)
+    ss = group_dataset(idata, "sample_stats")
+    assert ss["emulator_active"].values.all() and ss["n_evals_total"].dtype == np.int64
+
+
+# ------------------------------------------------------------------ exactness
+@pytest.mark.slow
+@pytest.mark.parametrize("step_class", [pk.KameleonStep, pk.KernelHMCStep],
+                         ids=lambda c: c.__name__)
+def test_exact_on_a_correlated_gaussian_group_design(step_class):
+    """Eight chains, four disjoint pairs: at least three pairs have every mean and variance
+    z-score below 4 (a correct sampler fails a pair with probability below 1e-3 per
+    coordinate and moment; the variant without ``log g(x) - log g(y)`` passed none)."""
+    idata, _ = _sample(_gauss_model(),
+                       lambda: step_class(emulator=True, tune_draws=TUNE), chains=8,
+                       draws=1000, seed=11)
+    x = group_dataset(idata, "posterior")["x"].values
+    assert gaussian_groups_passing(x, GAUSS_COV, n_groups=4) >= 3
+
+
+@pytest.mark.slow
+def test_likelihood_estimator_stays_exact():
+    """A noisy (pseudo-marginal) log likelihood: the stored estimate travels with its
+    point, so the chains target the exact posterior."""
+    idata, _ = _sample(noisy_model(1.0),
+                       lambda: pk.KameleonStep(emulator=True, tune_draws=TUNE), chains=4,
+                       draws=1000, seed=2)
+    mu = group_dataset(idata, "posterior")["mu"].values
+    assert abs(mean_error_in_mcse(mu, NOISY_POST_MEAN, NOISY_POST_SD)) < 4
+    z_var = moment_zscores(mu, NOISY_POST_MEAN, NOISY_POST_SD**2)[1]
+    assert abs(z_var) < 4
