@@ -35,7 +35,7 @@ from pymc_kameleon.models.counting import add_counter
 TUNE, DRAWS = 200, 400
 # the fast tests fit the emulator's posterior with fewer draws (its tempering is most of a
 # chain's time); the slow ones run the defaults
-CHEAP = EmulatorMoves(EmulatorSettings(laplace_starts=1), posterior_draws=300)
+CHEAP = EmulatorMoves(EmulatorSettings(search_starts=4, search_keep=1), posterior_draws=300)
 STEPS = [pk.KameleonStep, pk.FastKameleonStep, pk.KernelHMCStep, pk.RandomWalkStep]
 
 

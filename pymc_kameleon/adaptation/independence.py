@@ -43,9 +43,9 @@ class EmulatorMoves:
     ----------
     settings : EmulatorSettings
         The emulator's run (design, held-out error rule, ``max_dim``).  Default: the
-        engine's, but ``laplace_starts=1``: every chain searches the mode from its own two
-        best prior draws, so four chains search from eight, and the search is most of a
-        chain's build (on a 4-d ODE about 290 evaluations per start).
+        engine's, but ``search_starts=4, search_keep=1``: every chain climbs briefly from
+        its own four best prior draws and finishes the highest, so four chains search
+        from sixteen, and the search stays a few hundred evaluations per chain.
     weight : float
         Probability of an independence proposal at each iteration after tuning.
     trial : int, optional
@@ -58,7 +58,7 @@ class EmulatorMoves:
     """
 
     settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
-        laplace_starts=1))
+        search_starts=4, search_keep=1))
     weight: float = 0.8
     trial: int | None = None
     min_accept: float = 0.2
