@@ -55,7 +55,9 @@ class EmulatorSettings:
     correction_rounds : int
         Importance-sampling rounds planned.
     correction_size : int, optional
-        True evaluations of the planned rounds (default ``1.5`` times the draws).
+        True evaluations of the planned rounds (default ``2.5`` times the draws: the
+        returned draws, resampled from the weighted sample, are worth about
+        ``1 / (1 / K + 1 / draws)`` for Kish's ESS ``K``; ``docs/benchmarks/emulator.md``).
     max_extra_rounds : int
         Rounds added while k-hat or Kish's ESS fall short.
     max_restarts : int
@@ -269,7 +271,7 @@ class EmulatorRun:
             self.phase = "correction"
             self.planned = s.correction_rounds
             self.per_round = max(1, int(np.ceil(
-                (s.correction_size or 1.5 * self.draws) / s.correction_rounds)))
+                (s.correction_size or 2.5 * self.draws) / s.correction_rounds)))
 
     def _correction(self) -> None:
         s, d = self.settings, self.problem.dim
