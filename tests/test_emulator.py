@@ -212,6 +212,35 @@ def test_mode_search_ranks_basins_by_short_climbs(starts, finds):
     assert np.allclose(best, _GLOBAL, atol=0.05) == finds, best
 
 
+@pytest.mark.parametrize(("keep", "both"), [(2, True), (1, False)])
+def test_mode_search_finishes_a_second_basin(keep, both):
+    """Two separated modes of 0.7 and 0.3 of the mass: the best climbs all end in the
+    larger one; the search skips climbs that ended in a mode found and finishes one in
+    the other basin, so both modes are kept (with ``search_keep=1``, the broken variant,
+    only the larger one)."""
+    centres, weights = np.array([[4.0, 0.0], [-4.0, 0.0]]), np.log([0.7, 0.3])
+
+    def two_modes(X):
+        X = np.atleast_2d(X)
+        return logsumexp([w - 0.5 * np.sum((X - c) ** 2, 1) for c, w in
+                          zip(centres, weights, strict=True)], axis=0)
+
+    first = np.vstack([centres[0] + [[0.5, 0.5], [-0.5, 0.5], [0.5, -0.5], [0.6, 0.0]],
+                       centres[1] + [[1.5, 1.5]], [[0.0, 12.0], [0.0, -12.0], [12.0, 12.0],
+                                                    [-12.0, -12.0], [12.0, -12.0]]])
+    rng = np.random.default_rng(1)
+    calls = iter([first])
+    prior = stats.multivariate_normal(np.zeros(2), 64 * np.eye(2))
+    problem = EmulatorProblem(
+        prior.logpdf, lambda X: (np.zeros(len(X)), two_modes(X)),
+        lambda n: next(calls, None) if n == len(first) else rng.normal(0, 8, (n, 2)), 2)
+    run = EmulatorRun(problem, EmulatorSettings(n_initial=2 * len(first), search_keep=keep),
+                      100, rng)
+    run.step()
+    found = sorted(np.round(m.mean[0]) for m in run.emulator.modes)
+    assert found == ([-4.0, 4.0] if both else [4.0]), found
+
+
 # ----------------------------------------------------------------------------- PyMC
 @pytest.fixture(scope="module")
 def gauss_model():

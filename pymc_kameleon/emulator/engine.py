@@ -78,11 +78,11 @@ class EmulatorSettings:
         Values more than this many nats below the best are fitted as that low.
     search_starts, search_keep : int
         The mode search climbs from the best ``search_starts`` prior draws for
-        ``search_climb (d + 1)`` evaluations each, then finishes the ``search_keep`` that
-        climbed highest (a short climb already ranks the basins: a start in a local mode
-        without mass ends far below one in the global mode's basin, while one full
-        search from each start would cost several times as much;
-        ``docs/benchmarks/emulator.md``).
+        ``search_climb (d + 1)`` evaluations each, then finishes at most ``search_keep``
+        of them, highest first, skipping a climb that ended in a mode already finished
+        (a short climb already ranks the basins: a start in a local mode without mass
+        ends far below one in the global mode's basin, while one full search from each
+        start would cost several times as much; ``docs/benchmarks/emulator.md``).
     search_climb : int
         The short climbs' evaluations per dimension (and one).
     widen, defensive_weight, defensive_df, defensive_scale : float
@@ -231,21 +231,29 @@ class EmulatorRun:
         self.phase = "design"
 
     def _modes(self, starts: list[np.ndarray]) -> list[Mode]:
-        """The distinct modes found from ``starts`` (short climbs from each, the highest
-        ``search_keep`` finished), best first: those whose mass may matter (within
-        ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
+        """The distinct modes found from ``starts`` (short climbs from each; at most
+        ``search_keep`` finished, highest first, none that ended in a mode found), best
+        first: those whose mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of
+        the best)."""
         d, s = self.problem.dim, self.settings
+        margin = d / 2 + 3 * np.sqrt(d / 2) + 10
 
         def logp_rows(X: np.ndarray) -> np.ndarray:  # the search's points are not fitted:
             prior, lik = self._terms(X)  # they crowd the mode
             return prior + lik
 
         climbed = laplace_searches(logp_rows, starts, s.search_climb * (d + 1), search=climb)
-        best = [x for x, _ in sorted(climbed, key=lambda c: -c[1])[:s.search_keep]]
         found: list[Mode] = []
-        # each round of every search's gradients or Hessians is one batch; no check of the
-        # Gaussians against the target (50 evaluations each): the mean function uses them
-        for res in laplace_searches(logp_rows, best, 35 * (d + 1), check=False):
+        finished = 0
+        for x0, value in sorted(climbed, key=lambda c: -c[1]):
+            if finished >= s.search_keep or (found and value < found[0].logp - margin):
+                break
+            if any(_within(m, x0) for m in found):
+                continue  # this climb ended in a mode already found
+            finished += 1
+            # no check of the Gaussian against the target (50 evaluations): the mean
+            # function uses it either way; its batches go to the executor
+            res = laplace_searches(logp_rows, [x0], 35 * (d + 1), check=False)[0]
             cov = res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
@@ -253,8 +261,7 @@ class EmulatorRun:
                 continue
             found.append(Mode(np.asarray(res.mode, float), np.asarray(cov, float),
                               float(res.logp)))
-        found.sort(key=lambda m: -m.logp)
-        margin = d / 2 + 3 * np.sqrt(d / 2) + 10
+            found.sort(key=lambda m: -m.logp)
         return [m for m in found if m.logp >= found[0].logp - margin] if found else []
 
     def _design(self) -> None:
@@ -311,6 +318,15 @@ class EmulatorRun:
         self.design_rounds = 0
         self.moved = (np.inf, np.inf)
         self._fit()
+
+
+def _within(mode: Mode, x: np.ndarray) -> bool:
+    """Whether ``x`` lies where ``mode``'s Laplace quadratic has fallen by less than
+    ``d / 2 + 3 sqrt(d / 2)`` (the mode's own mass lies there): a climb ending there
+    ended in that mode."""
+    d = len(mode.mean)
+    u = mode.whitening.rows_to_u(np.asarray(x, float)[None, :])[0]
+    return 0.5 * float(u @ u) <= d / 2 + 3 * np.sqrt(d / 2)
 
 
 def new_correction() -> Correction:
