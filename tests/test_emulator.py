@@ -187,6 +187,21 @@ def _two_basins(X):
                         -0.5 * np.sum((X - _SPURIOUS) ** 2, 1) / 3.0**2 - 20.0)
 
 
+def _searched(first, log_lik, seed, **settings):
+    """The modes of an emulator run's start round on 2-d ``log_lik`` (a wide prior), whose
+    first prior draws are ``first`` (the design's half), later ones random."""
+    rng = np.random.default_rng(seed)
+    calls = iter([first])
+    prior = stats.multivariate_normal(np.zeros(2), 64 * np.eye(2))
+    problem = EmulatorProblem(
+        prior.logpdf, lambda X: (np.zeros(len(X)), log_lik(X)),
+        lambda n: next(calls, None) if n == len(first) else rng.normal(0, 8, (n, 2)), 2)
+    run = EmulatorRun(problem, EmulatorSettings(n_initial=2 * len(first), **settings), 100,
+                      rng)
+    run.step()
+    return run.emulator.modes
+
+
 @pytest.mark.parametrize(("starts", "finds"), [(8, True), (1, False)])
 def test_mode_search_ranks_basins_by_short_climbs(starts, finds):
     """The first prior draws: seven near the local mode, all higher than the one in the
@@ -198,17 +213,7 @@ def test_mode_search_ranks_basins_by_short_climbs(starts, finds):
                        [_GLOBAL + [3.3, 0.0]], [[15.0, -15.0], [-15.0, 15.0]]])
     values = _two_basins(first)
     assert values[:7].min() > values[7] > values[8:].max()  # the setting
-    rng = np.random.default_rng(0)
-    calls = iter([first])
-    prior = stats.multivariate_normal(np.zeros(2), 64 * np.eye(2))
-    problem = EmulatorProblem(
-        prior.logpdf, lambda X: (np.zeros(len(X)), _two_basins(X)),
-        lambda n: next(calls, None) if n == len(first) else rng.normal(0, 8, (n, 2)), 2)
-    run = EmulatorRun(problem, EmulatorSettings(n_initial=2 * len(first),
-                                                search_starts=starts, search_keep=2), 100,
-                      rng)
-    run.step()
-    best = run.emulator.modes[0].mean
+    best = _searched(first, _two_basins, 0, search_starts=starts, search_keep=2)[0].mean
     assert np.allclose(best, _GLOBAL, atol=0.05) == finds, best
 
 
@@ -228,16 +233,8 @@ def test_mode_search_finishes_a_second_basin(keep, both):
     first = np.vstack([centres[0] + [[0.5, 0.5], [-0.5, 0.5], [0.5, -0.5], [0.6, 0.0]],
                        centres[1] + [[1.5, 1.5]], [[0.0, 12.0], [0.0, -12.0], [12.0, 12.0],
                                                     [-12.0, -12.0], [12.0, -12.0]]])
-    rng = np.random.default_rng(1)
-    calls = iter([first])
-    prior = stats.multivariate_normal(np.zeros(2), 64 * np.eye(2))
-    problem = EmulatorProblem(
-        prior.logpdf, lambda X: (np.zeros(len(X)), two_modes(X)),
-        lambda n: next(calls, None) if n == len(first) else rng.normal(0, 8, (n, 2)), 2)
-    run = EmulatorRun(problem, EmulatorSettings(n_initial=2 * len(first), search_keep=keep),
-                      100, rng)
-    run.step()
-    found = sorted(np.round(m.mean[0]) for m in run.emulator.modes)
+    found = sorted(np.round(m.mean[0]) for m in _searched(first, two_modes, 1,
+                                                          search_keep=keep))
     assert found == ([-4.0, 4.0] if both else [4.0]), found
 
 

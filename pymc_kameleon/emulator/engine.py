@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adaptation.laplace import climb
+from ..adaptation.laplace import climb, laplace_start
 from ..adaptation.laplace_searches import laplace_searches
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
@@ -253,7 +253,8 @@ class EmulatorRun:
             finished += 1
             # no check of the Gaussian against the target (50 evaluations): the mean
             # function uses it either way; its batches go to the executor
-            res = laplace_searches(logp_rows, [x0], 35 * (d + 1), check=False)[0]
+            res = laplace_start(lambda x: logp_rows(x[None, :])[0], x0, 35 * (d + 1),
+                                logp_rows=logp_rows, check=False)
             cov = res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
