@@ -6,6 +6,7 @@
 """
 
 from .bill import add_evaluations, evaluations, sample
+from .bill import record_bill_in_attrs as _record_bill_in_attrs
 from .parallel import ExecutorError
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
@@ -30,3 +31,6 @@ __all__ = [
     "sample",
 ]
 __version__ = "0.1.0.dev0"
+
+# pm.sample's InferenceData gets the bill of our steps in sample_stats.attrs
+_record_bill_in_attrs()

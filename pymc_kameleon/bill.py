@@ -2,12 +2,15 @@
 
 ``pm.sample_smc(kernel=KameleonSMC)`` saves ``n_evals_total`` (every chain's evaluations)
 and ``n_evals_chains`` as attributes of ``sample_stats``.  ``pm.sample`` builds the
-attributes of ``sample_stats`` from its own report only and calls no step method after a
+attributes of ``sample_stats`` from its own report and calls no step method after a
 chain's last draw, so a step cannot add them; each step reports instead the per-draw stat
 ``n_evals_total``, the chain's evaluations so far (its start, Laplace search and tuning
-included).  :func:`evaluations` reads the bill from either result, :func:`add_evaluations`
-writes it as attributes, and :func:`sample` is ``pm.sample`` with both done and a one-line
-summary logged at the end.
+included).  Importing the package therefore wraps ``pymc.to_inference_data``, which
+``pm.sample`` calls to build its result: the wrapper returns PyMC's result unchanged and,
+when its ``sample_stats`` hold that stat, adds the bill as attributes
+(:func:`record_bill_in_attrs`).  :func:`evaluations` reads the bill from either result,
+:func:`add_evaluations` writes it (for results built otherwise, e.g. with a ``ZarrTrace``)
+and :func:`sample` is ``pm.sample`` with a one-line summary logged at the end.
 
 The summary goes to the logger ``pymc_kameleon.summary`` at INFO level.  As PyMC does for
 its own logger, a handler is added when the program configured no logging, and
@@ -17,6 +20,7 @@ silences it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -25,7 +29,7 @@ import numpy as np
 
 from .compat import group_dataset, smc_stat_per_chain
 
-__all__ = ["SUMMARY_LOGGER", "add_evaluations", "evaluations", "sample"]
+__all__ = ["SUMMARY_LOGGER", "add_evaluations", "evaluations", "record_bill_in_attrs", "sample"]
 
 #: The logger of the end-of-run summaries (of :func:`sample` and of ``KameleonSMC``).
 SUMMARY_LOGGER = logging.getLogger("pymc_kameleon.summary")
@@ -89,9 +93,41 @@ def add_evaluations(idata):
     return idata
 
 
+def record_bill_in_attrs() -> None:
+    """Make ``pm.sample`` put the bill of this package's steps into
+    ``sample_stats.attrs`` (done once, when the package is imported).
+
+    ``pm.sample`` builds its InferenceData with ``pymc.to_inference_data``, looked up on the
+    ``pymc`` module when a run ends; this replaces that name by a wrapper which calls
+    PyMC's function and, when the result's ``sample_stats`` hold this package's stat
+    ``n_evals_total``, adds :func:`evaluations` to their attributes.  Every other result is
+    PyMC's, unchanged; a failure to read the bill is logged, never raised.  Calling it
+    again does nothing.
+    """
+    import pymc
+
+    convert = pymc.to_inference_data
+    if getattr(convert, "_adds_the_bill", False):
+        return
+
+    @functools.wraps(convert)
+    def to_inference_data(*args, **kwargs):
+        idata = convert(*args, **kwargs)
+        try:
+            if "n_evals_total" in group_dataset(idata, "sample_stats").data_vars:
+                if _per_chain(idata) is not None:
+                    idata["sample_stats"].attrs.update(evaluations(idata))
+        except (KeyError, TypeError, ValueError, AttributeError):  # never fail a finished run
+            logging.getLogger(__name__).debug("no bill for this result", exc_info=True)
+        return idata
+
+    to_inference_data._adds_the_bill = True
+    pymc.to_inference_data = to_inference_data
+
+
 def sample(*args, **kwargs):
-    """``pm.sample(*args, **kwargs)``, with the run's evaluations in
-    ``sample_stats.attrs`` (:func:`add_evaluations`) and a one-line summary logged.
+    """``pm.sample(*args, **kwargs)`` with a one-line summary of the run's evaluations
+    logged at the end (the evaluations are in ``sample_stats.attrs``, as with ``pm.sample``).
 
     The same arguments and result as ``pm.sample``; steps of other packages alone give
     ``pm.sample``'s result unchanged, without a summary.  ``quiet=True`` logs nothing.

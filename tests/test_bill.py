@@ -18,6 +18,7 @@ from pymc.step_methods import CompoundStep
 from rich.progress import Progress
 
 import pymc_kameleon as pk
+from pymc_kameleon.bill import record_bill_in_attrs
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat.smc import set_chain_clock
 from pymc_kameleon.models.counting import add_counter
@@ -38,11 +39,11 @@ def counted(tmp_path_factory):
     return model, add_counter(model, tmp_path_factory.mktemp("count") / "evals")
 
 
-def _run(model, counter, step, **kwargs):
+def _run(model, counter, step, sample=pk.sample, **kwargs):
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         counter.reset()
-        return pk.sample(**{"draws": 10, "tune": 10, "chains": 2, "random_seed": 1,
+        return sample(**{"draws": 10, "tune": 10, "chains": 2, "random_seed": 1,
                             "progressbar": False, "compute_convergence_checks": False,
                             "step": step, **kwargs})
 
@@ -55,19 +56,38 @@ def _last_per_chain(idata) -> np.ndarray:
 # ------------------------------------------------------------------ pm.sample
 @pytest.mark.parametrize("cores", [1, 2])
 @pytest.mark.parametrize("step_class", STEPS, ids=lambda c: c.__name__)
-def test_pm_sample_attrs_match_an_independent_counter(counted, step_class, cores, caplog):
+def test_pm_sample_attrs_match_an_independent_counter(counted, step_class, cores):
+    """Plain ``pm.sample``: its InferenceData carries the bill (the package wraps
+    ``pymc.to_inference_data`` when imported)."""
     model, counter = counted
     with model:
         step = step_class()
-    with caplog.at_level(logging.INFO, logger=SUMMARY):
-        idata = _run(model, counter, step, cores=cores)
+    idata = _run(model, counter, step, sample=pm.sample, cores=cores)
     attrs = group_dataset(idata, "sample_stats").attrs
     # every evaluation of the chains (PyMC's start-value check evaluates other terms)
     assert attrs["n_evals_total"] == counter.count > 2 * 20
     np.testing.assert_array_equal(attrs["n_evals_per_chain"], _last_per_chain(idata))
     assert attrs["n_evals_chains"] == 2
+    assert "sampling_time" in attrs  # PyMC's own attributes stay
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_pk_sample_logs_one_summary_line(counted, cores, caplog):
+    model, counter = counted
+    with model:
+        step = pk.KameleonStep()
+    with caplog.at_level(logging.INFO, logger=SUMMARY):
+        idata = _run(model, counter, step, cores=cores)
+    assert group_dataset(idata, "sample_stats").attrs["n_evals_total"] == counter.count
     lines = [r.getMessage() for r in caplog.records if r.name.startswith(SUMMARY)]
     assert len(lines) == 1 and f"pm.sample: {counter.count:,} log-density evaluations" in lines[0]
+
+
+def test_the_wrapper_is_pymcs_function_and_installed_once():
+    assert pm.to_inference_data.__wrapped__.__module__ == "pymc.backends.arviz"
+    before = pm.to_inference_data
+    record_bill_in_attrs()
+    assert pm.to_inference_data is before
 
 
 def test_tuning_draws_kept_or_discarded_and_a_multitrace_give_the_same_bill(counted, caplog):
@@ -85,10 +105,11 @@ def test_tuning_draws_kept_or_discarded_and_a_multitrace_give_the_same_bill(coun
     with caplog.at_level(logging.INFO, logger=SUMMARY):  # quiet: nothing logged
         _run(model, counter, step, quiet=True)
     assert not [r for r in caplog.records if r.name.startswith(SUMMARY)]
-    with model:  # PyMC's own steps: pm.sample's result, unchanged
-        nuts = pk.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
-                         compute_convergence_checks=False, step=pm.Metropolis())
-    assert "n_evals_total" not in group_dataset(nuts, "sample_stats").attrs
+    for sample in (pm.sample, pk.sample):  # PyMC's own steps: pm.sample's result, unchanged
+        with model:
+            nuts = sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
+                          compute_convergence_checks=False, step=pm.Metropolis())
+        assert "n_evals_total" not in group_dataset(nuts, "sample_stats").attrs
     with pytest.raises(ValueError, match="no evaluation counts"):
         pk.evaluations(nuts)
 

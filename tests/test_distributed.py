@@ -267,6 +267,10 @@ def test_one_chain_tasks_merge_into_pm_sample_result():
     assert {"observed_data", "constant_data", "warmup_posterior"} <= set(groups(merged))
     assert merged["posterior"].attrs["sampling_time"] == 1.5
     assert merged["posterior"]["chain"].values.tolist() == [0, 1, 2]
+    for key in ("n_evals_total", "n_evals_chains"):  # the bill of all chains, as pm.sample's
+        assert merged["sample_stats"].attrs[key] == want["sample_stats"].attrs[key]
+    np.testing.assert_array_equal(merged["sample_stats"].attrs["n_evals_per_chain"],
+                                  want["sample_stats"].attrs["n_evals_per_chain"])
 
 
 class Untouchable:
@@ -356,6 +360,7 @@ def test_four_chains_equal_sequential_pm_sample(client, step_factory, progressba
     assert got["posterior"]["chain"].values.tolist() == [0, 1, 2, 3]
     assert got["posterior"].attrs["tuning_steps"] == 60
     assert got["posterior"].attrs["sampling_time"] > 0
+    assert got["sample_stats"].attrs["n_evals_total"] == want["sample_stats"].attrs["n_evals_total"]
     assert client.status == "running"  # a client passed in is left open
     assert pkp._PLUGIN_NAME not in plugins_on_scheduler(client)
 

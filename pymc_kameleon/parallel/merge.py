@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from ..bill import add_evaluations
+
 __all__: list[str] = []
 
 # the logger of pymc_kameleon.distributed, the public module: the name users configure
@@ -25,7 +27,8 @@ def _merge_chains(parts: Sequence[Any], sampling_time: float | None = None) -> A
     ArviZ 0.x: ``arviz.concat`` (groups without a ``chain`` dimension, such as
     ``observed_data``, are kept once).  ArviZ 1.x returns a :class:`xarray.DataTree`, which
     ``xarray.concat`` concatenates node by node.  Both give the groups of ``pm.sample(chains=n)``
-    with the same values (``tests/test_distributed.py``).
+    with the same values (``tests/test_distributed.py``); the run's bill in
+    ``sample_stats.attrs`` is recomputed over all chains.
     """
     import xarray as xr
 
@@ -46,6 +49,8 @@ def _merge_chains(parts: Sequence[Any], sampling_time: float | None = None) -> A
         for ds in groups:
             if "sampling_time" in ds.attrs:
                 ds.attrs["sampling_time"] = float(sampling_time)
+    if "n_evals_total" in merged["sample_stats"].attrs:  # each part's attrs hold its chain's
+        add_evaluations(merged)
     return merged
 
 
