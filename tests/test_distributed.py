@@ -273,6 +273,27 @@ def test_one_chain_tasks_merge_into_pm_sample_result():
                                   want["sample_stats"].attrs["n_evals_per_chain"])
 
 
+def test_progress_bars_show_each_chains_evaluations():
+    """The tasks' progress messages carry the chain's evaluations (``n_evals_total`` summed
+    over our steps); the driver's bars show them, per chain or summed when combined."""
+    from pymc_kameleon.parallel import chains as pkc
+    from pymc_kameleon.parallel import progress as pkpr
+
+    assert pkc._draw_evals([{"n_evals_total": 7, "accept": 1.0}, {"accept": 0.5},
+                            {"n_evals_total": 5}]) == 12
+    assert pkc._draw_evals([{"accept": 0.5}]) is None  # PyMC's steps only: nothing shown
+    for mode, want in ((True, ["1,200 evals", "30 evals"]), ("combined", ["1,230 evals"])):
+        bars = pkpr._Progress(2, tune=5, draws=5, mode=mode, run_id="r")
+        try:
+            for chain, evals in ((0, 1000), (0, 1200), (1, 30)):
+                bars.handle_event((0.0, {"run": "r", "chain": chain, "done": 3,
+                                         "evals": evals, "worker": "w"}))
+            bars.handle_event((0.0, {"run": "other", "chain": 1, "done": 3, "evals": 99}))
+            assert [t.fields["evals"] for t in bars._bar.tasks] == want
+        finally:
+            bars.close()
+
+
 class Untouchable:
     """A ``client`` that fails the test when used: the arguments are checked before."""
 

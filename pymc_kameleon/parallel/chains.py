@@ -236,9 +236,18 @@ def _chain_callback(
             if not wanted.is_set():
                 raise _ChainCancelled(f"chain {chain} was cancelled")
             worker.log_event(_PROGRESS_TOPIC, {"run": run_id, "chain": chain, "done": done,
+                                               "evals": _draw_evals(draw.stats),
                                                "worker": worker.address})
 
     return callback
+
+
+def _draw_evals(stats: Any) -> int | None:
+    """The chain's evaluations so far: the stat ``n_evals_total`` summed over this package's
+    steps (``pm.sample`` gives a draw's stats as one dict per step); None without them."""
+    counts = [s["n_evals_total"] for s in (stats if isinstance(stats, list) else [stats])
+              if isinstance(s, dict) and "n_evals_total" in s]
+    return int(np.sum(counts)) if counts else None
 
 
 def _log_compiledirs(results: Sequence[_ChainResult]) -> None:

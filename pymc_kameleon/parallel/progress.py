@@ -2,7 +2,8 @@
 
 The tasks log progress messages on one scheduler event topic (:data:`_PROGRESS_TOPIC`, at
 most every :data:`_PROGRESS_INTERVAL` seconds per chain); :class:`_Progress` subscribes to
-it and draws rich progress bars, like ``pm.sample``.
+it and draws rich progress bars, like ``pm.sample``, with each chain's log-density
+evaluations so far (the stat ``n_evals_total`` of this package's steps).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class _Progress:
     def __init__(self, chains: int, tune: int, draws: int, mode: Any, run_id: str):
         self.total = tune + draws
         self.done = [0] * chains
+        self.evals: list[int | None] = [None] * chains  # what this package's steps report
         self.run_id = run_id
         self._lock = threading.Lock()
         self._bar = None
@@ -48,14 +50,15 @@ class _Progress:
         self._combined = isinstance(mode, str) and mode.startswith("combined")
         self._bar = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[where]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[evals]}"),
+            TextColumn("{task.fields[where]}"),
         )
         if self._combined:
             self._tasks = [self._bar.add_task(f"{chains} chains", total=chains * self.total,
-                                              where="")]
+                                              where="", evals="")]
         else:
-            self._tasks = [self._bar.add_task(f"Chain {i}", total=self.total, where="queued")
-                           for i in range(chains)]
+            self._tasks = [self._bar.add_task(f"Chain {i}", total=self.total, where="queued",
+                                              evals="") for i in range(chains)]
         self._bar.start()
 
     def handle_event(self, event: tuple[float, Mapping[str, Any]]) -> None:
@@ -67,6 +70,8 @@ class _Progress:
         with self._lock:
             if 0 <= chain < len(self.done) and self.done[chain] < self.total:
                 self.done[chain] = int(msg["done"])  # a re-run task starts again from 0
+                if msg.get("evals") is not None:
+                    self.evals[chain] = int(msg["evals"])
                 self._update(chain, str(msg.get("worker", "")))
 
     def finish(self, chain: int) -> None:
@@ -78,11 +83,19 @@ class _Progress:
         if self._bar is None:
             return
         if self._combined:
-            self._bar.update(self._tasks[0], completed=sum(self.done))
+            self._bar.update(self._tasks[0], completed=sum(self.done),
+                             evals=_evals_text([e for e in self.evals if e is not None]))
         else:
-            self._bar.update(self._tasks[chain], completed=self.done[chain], where=where)
+            self._bar.update(self._tasks[chain], completed=self.done[chain], where=where,
+                             evals=_evals_text([] if self.evals[chain] is None
+                                               else [self.evals[chain]]))
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def _evals_text(counts: list[int]) -> str:
+    """The bar's evaluations field: their sum, or nothing for steps that do not count."""
+    return f"{sum(counts):,} evals" if counts else ""
