@@ -10,14 +10,20 @@ own thread, and each redraw reads the cells' evaluations (counted as each point 
 chain's own start and end, which set its ``Elapsed``
 (:class:`~pymc_kameleon.compat.smc.ChainColumn`).
 
-Chains in this process (``cores=1``, the way to use an ``executor``) are shown live;
-chains in PyMC's worker processes (``cores > 1``) show ``-`` and PyMC's clock.
+Chains in this process (``cores=1``, the way to use an ``executor``) are read directly.
+Chains in PyMC's worker processes (``cores > 1``) post the same to a
+:class:`~pymc_kameleon.smc.mailbox.Mailbox` that the board makes when the kernel is
+pickled for them with the bar on: their phase, start and end as they happen, their
+evaluations every quarter of a second; each redraw reads their records.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+from ..compat.smc import worker_chain, workers_draw_bar
+from .mailbox import ChainPost, Mailbox
 
 __all__ = ["ChainCell", "ProgressBoard"]
 
@@ -29,37 +35,89 @@ class ChainCell:
     ----------
     phase : str
         What the chain is doing (``"stages"``, ``"recycling"``, the emulator's round,
-        ``"done"``); ``"-"`` before it starts here.
+        ``"done"``); ``"-"`` before it starts (here or, posted, in its own process).
     started, ended : float or None
         ``time.monotonic()`` at the chain's start and end in this process.
+    post : ChainPost or None
+        In a chain's own process with ``cores > 1``: what it posts to the bar's process.
     """
 
-    def __init__(self, board: ProgressBoard | None):
+    def __init__(self, board: ProgressBoard | None, index: int = 0):
         self.board = board  # None: a chain not on this process's bar (nothing shown)
+        self.index = index
         self.count: Callable[[], int] | None = None
-        self.phase = "-"
+        self._phase = "-"
         self.started: float | None = None
         self.ended: float | None = None
+        self.post: ChainPost | None = None
+
+    @property
+    def phase(self) -> str:
+        posted = self._posted()
+        return self._phase if posted is None else posted[1]
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        self._phase = phase
+        self._post("post_phase", phase)
 
     def start(self, count: Callable[[], int], phase: str = "stages") -> None:
         """The chain starts here; ``count()`` gives its evaluations so far."""
-        self.count, self.phase, self.started, self.ended = count, phase, time.monotonic(), None
+        self.count, self._phase, self.started, self.ended = count, phase, time.monotonic(), None
+        self._post("start", phase)
 
     def end(self) -> None:
         """The chain's last stage (and recycling) is done."""
         if self.ended is None:
             self.ended = time.monotonic()
-        self.phase = "done"
+        self._phase = "done"
+        self._post("end")
 
     @property
     def evals(self) -> str:
         """The chain's evaluations so far, as the bar shows them (``-`` before its start)."""
-        return "-" if self.count is None else f"{self.count():,}"
+        if self.count is not None:
+            return f"{self.count():,}"
+        posted = self._posted()
+        return "-" if posted is None else f"{posted[0]:,}"
 
     @property
     def local(self) -> bool:
         """Whether the board's chains run in this process (one of them started here)."""
         return self.board is not None and self.board.started > 0
+
+    @property
+    def live(self) -> bool:
+        """Whether the bar shows the chain's own state: it runs here, or in a process that
+        posts it."""
+        return self.local or (self.board is not None and self.board.mailbox is not None)
+
+    def clock(self) -> tuple[float | None, float | None]:
+        """The chain's start and end (None: not yet) in this process's
+        ``time.monotonic()``, also for a chain posting from another process."""
+        posted = None if self.count is not None else self._posted()
+        if posted is None:
+            return self.started, self.ended
+        shift = time.monotonic() - time.time()  # the processes share the wall clock only
+        started, ended = posted[2] + shift, posted[3] + shift
+        return started, (ended if posted[3] else None)
+
+    def _posted(self) -> tuple[int, str, float, float] | None:
+        # a chain not started here shows its record where its process posts one
+        if self.count is not None or self.board is None or self.board.mailbox is None:
+            return None
+        try:
+            return self.board.mailbox.read(self.index)
+        except (OSError, ValueError):
+            return None
+
+    def _post(self, what: str, *args) -> None:
+        # a failed post ends the posting, never the chain (its draws do not depend on it)
+        if self.post is not None:
+            try:
+                getattr(self.post, what)(*args)
+            except Exception:
+                self.post = None
 
     def __format__(self, spec: str) -> str:  # a plain "{task.fields[...]}" shows the count
         return format(self.evals, spec)
@@ -75,16 +133,38 @@ def _no_board():
     return None
 
 
+def _posting_board(path: str) -> ProgressBoard:
+    board = ProgressBoard(0)
+    board.post_to = path
+    return board
+
+
 class ProgressBoard:
     """The cells of a run's ``n_chains`` chains; chains started in this process take them
-    in order (``pm.sample_smc`` runs them one after the other, chain 0 first)."""
+    in order (``pm.sample_smc`` runs them one after the other, chain 0 first).
+
+    Pickled for PyMC's chain processes with the bar on (``cores > 1``), the board makes a
+    :class:`~pymc_kameleon.smc.mailbox.Mailbox` (:attr:`mailbox`), and the copy in each
+    chain's process posts its chain there (:attr:`post_to`); otherwise it stays here.
+    """
 
     def __init__(self, n_chains: int):
-        self.cells = [ChainCell(self) for _ in range(int(n_chains))]
+        self.cells: list[ChainCell] = []
+        self.started = 0
+        self.mailbox: Mailbox | None = None  # the records of chains in other processes
+        self.post_to: str | None = None  # in a chain's process: the mailbox's file
+        self.set_chains(n_chains)
+
+    def set_chains(self, n_chains: int) -> None:
+        """One empty cell per chain (cell ``k`` reads chain ``k``'s record, if posted)."""
+        self.cells = [ChainCell(self, k) for k in range(int(n_chains))]
         self.started = 0
 
     def begin_chain(self, count: Callable[[], int], phase: str = "stages") -> ChainCell:
-        """The next chain's cell, started (a detached one once every cell is taken)."""
+        """The next chain's cell, started (a detached one once every cell is taken); in a
+        chain's process, a detached cell that posts the chain."""
+        if self.post_to is not None:
+            return self._begin_posting(count, phase)
         if self.started >= len(self.cells):
             return ChainCell(None)
         cell = self.cells[self.started]
@@ -92,5 +172,22 @@ class ProgressBoard:
         cell.start(count, phase)
         return cell
 
-    def __reduce__(self):  # the board stays in the process that draws the bar
-        return _no_board, ()
+    def _begin_posting(self, count: Callable[[], int], phase: str) -> ChainCell:
+        # one chain per PyMC process; a process that is not PyMC's chain k posts nothing
+        path, self.post_to = self.post_to, None
+        cell = ChainCell(None)
+        chain = worker_chain()
+        mailbox = None if chain is None else Mailbox.open(path)
+        if mailbox is not None and chain < len(mailbox):
+            cell.post = ChainPost(mailbox, chain, count)
+        cell.start(count, phase)
+        return cell
+
+    def __reduce__(self):
+        # the board travels only to PyMC's chain processes, and only with the bar on
+        n_chains = None if self.post_to is not None else workers_draw_bar()
+        if n_chains is None:
+            return _no_board, ()
+        if self.mailbox is None or len(self.mailbox) < n_chains:
+            self.mailbox = Mailbox.create(n_chains)
+        return _posting_board, (self.mailbox.path,)

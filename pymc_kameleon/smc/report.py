@@ -129,8 +129,14 @@ class ChainReport:
     """What PyMC reads of a ``KameleonSMC`` chain besides its particles: the per-stage stats,
     the settings it saves as attributes, and the progress bar's live columns."""
 
-    _board: ProgressBoard | None = None  # made when PyMC asks for the columns
+    _board: ProgressBoard | None = None  # its cells made when PyMC asks for the columns
     _cell: ChainCell | None = None  # the chain's live cell (detached: not on this bar)
+
+    def __init__(self, *args, **kwargs):
+        # the board exists before PyMC pickles the kernel for its chain processes (before
+        # it asks for the columns), so that it can go with them (ProgressBoard.__reduce__)
+        self._board = ProgressBoard(0)
+        super().__init__(*args, **kwargs)
 
     def sample_stats(self) -> dict:
         """Per stage; the first stage's evaluations count the prior draws too."""
@@ -138,8 +144,10 @@ class ChainReport:
 
     def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
         """PyMC's columns, each chain's evaluations so far and what it is doing, read live
-        (:mod:`~pymc_kameleon.smc.progress`)."""
-        self._board = ProgressBoard(n_chains)
+        (:mod:`~pymc_kameleon.smc.progress`), also from PyMC's chain processes."""
+        if self._board is None:
+            self._board = ProgressBoard(0)
+        self._board.set_chains(n_chains)  # keeps the mailbox made for the chain processes
         return progressbar_config(self._board)
 
     def progress_update_functions(self) -> tuple:
