@@ -18,11 +18,10 @@ Two more things rely on how PyMC runs SMC:
   reaches 1, at the *start* of the last stage (before its moves and the recycling).  The
   column sets the clock of a task to its chain's own start and end, as PyMC 6 does for
   nutpie's chains (``NutpieProgressBarManager._set_task_elapsed``).
-* :func:`workers_draw_bar` and :func:`worker_chain`: with ``cores > 1``,
-  ``ParallelSMCSampler.__init__`` cloudpickles the kernel (with its progress board) for
-  every chain before the bar exists, its ``progressbar`` and ``chains`` still local
-  variables, and starts chain ``k``'s process as ``smc_worker_chain_{k}`` (the same in
-  PyMC 5.28 and 6.x).  Where either differs, the chains' processes show nothing, as before.
+* :func:`worker_chain`: with ``cores > 1``, PyMC starts chain ``k``'s process as
+  ``smc_worker_chain_{k}`` (``SMCProcessAdapter``, the same in PyMC 5.28 and 6.x) with
+  the kernel cloudpickled, which is how the chain's process knows which chain's state to
+  post for the bar (:mod:`pymc_kameleon.smc.mailbox`).  Under another name it posts nothing.
 * :data:`PYMC_SAMPLING_TIME`: ``pm.sample_smc`` writes its sampling time into the first
   chain's ``sample_settings()`` once every chain is done (``_save_sample_stats``): the
   moment a run's summary can be logged, after the progress bar is gone.
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import multiprocessing
 import re
-import sys
 import time
 from collections.abc import Callable
 
@@ -40,13 +38,12 @@ import numpy as np
 from pymc.blocking import DictToArrayBijection
 from pymc.pytensorf import floatX
 from pymc.smc.kernels import SMC_KERNEL
-from pymc.smc.parallel import ParallelSMCSampler
 from rich.progress import ProgressColumn
 from rich.table import Column
 from rich.text import Text
 
 __all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "set_chain_clock",
-           "worker_chain", "workers_draw_bar"]
+           "worker_chain"]
 
 #: The key of the first chain's settings under which ``pm.sample_smc`` stores its sampling
 #: time, after the last chain (PyMC 5.28 and 6.x).
@@ -92,23 +89,6 @@ class SeamedSMCKernel(SMC_KERNEL):
 
 # ----------------------------------------------------------------------------- progress bar
 _WORKER_NAME = re.compile(r"smc_worker_chain_(\d+)")  # SMCProcessAdapter's process name
-
-
-def workers_draw_bar() -> int | None:
-    """The number of chains where the kernel is being pickled for PyMC's chain processes
-    with the progress bar on (``pm.sample_smc(cores > 1, progressbar=True)``), else None.
-
-    PyMC pickles the kernel before it makes the bar; only the caller's frame tells."""
-    code = ParallelSMCSampler.__init__.__code__
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code is not code:
-        frame = frame.f_back
-    if frame is None:
-        return None
-    chains, progressbar = frame.f_locals.get("chains"), frame.f_locals.get("progressbar")
-    if not progressbar or not isinstance(chains, int) or chains < 1:
-        return None
-    return chains
 
 
 def worker_chain() -> int | None:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import tempfile
 import threading
-import time
+import uuid
 import weakref
 from collections.abc import Callable
 
@@ -50,14 +50,26 @@ class Mailbox:
         self.path, self.records = path, records
 
     @classmethod
-    def create(cls, n_chains: int) -> Mailbox:
-        """A new mailbox, every record empty; its file is deleted when it is collected."""
-        fd, path = tempfile.mkstemp(prefix="pymc-kameleon-bar-", suffix=".bin")
-        os.close(fd)
-        records = np.memmap(path, dtype=RECORD, mode="w+", shape=(max(int(n_chains), 1),))
+    def create(cls, path: str, n_chains: int) -> Mailbox | None:
+        """A new mailbox at ``path``, every record empty (None where it cannot be made);
+        its file is deleted when it is collected."""
+        try:  # sized and zeroed under another name first: a reader never sees it half made
+            fd, draft = tempfile.mkstemp(prefix="pymc-kameleon-bar-", suffix=".part",
+                                         dir=os.path.dirname(path))
+            os.close(fd)
+            records = np.memmap(draft, dtype=RECORD, mode="w+", shape=(max(n_chains, 1),))
+            records.flush()
+            os.replace(draft, path)
+        except (OSError, ValueError):
+            return None
         box = cls(path, records)
         weakref.finalize(box, _remove, path)
         return box
+
+    @staticmethod
+    def new_path() -> str:
+        """A path for a mailbox, in the temporary directory (nothing is made there)."""
+        return os.path.join(tempfile.gettempdir(), f"pymc-kameleon-bar-{uuid.uuid4().hex}.bin")
 
     @classmethod
     def open(cls, path: str) -> Mailbox | None:
@@ -105,12 +117,14 @@ class ChainPost:
         self._thread = threading.Thread(target=self._run, args=(every,), daemon=True,
                                         name=f"pymc-kameleon-bar-{chain}")
 
-    def start(self, phase: str) -> None:
-        """The chain starts: its phase and start posted, then its evaluations."""
+    def start(self, phase: str, started: float, ended: float | None = None) -> None:
+        """Post the chain's phase, start (``time.time()``) and end if it has ended; then,
+        while it runs, its evaluations."""
         self.post_phase(phase)
-        self.records["ended"][self.chain] = 0.0
-        self.records["started"][self.chain] = time.time()  # last: the record is live
-        self._thread.start()
+        self.records["ended"][self.chain] = ended or 0.0
+        self.records["started"][self.chain] = started  # last: the record is live
+        if ended is None:
+            self._thread.start()
 
     def post_evals(self) -> None:
         """Post the evaluations so far."""
@@ -121,11 +135,11 @@ class ChainPost:
         self.records["phase"][self.chain] = phase.encode("utf-8")[:RECORD["phase"].itemsize]
         self.post_evals()
 
-    def end(self) -> None:
+    def end(self, ended: float) -> None:
         """The chain is done: the thread stops; the last count, ``"done"`` and the end."""
         self._stop.set()
         self.post_phase("done")
-        self.records["ended"][self.chain] = time.time()
+        self.records["ended"][self.chain] = ended
 
     def _run(self, every: float) -> None:
         while not self._stop.wait(every):

@@ -12,9 +12,11 @@ chain's own start and end, which set its ``Elapsed``
 
 Chains in this process (``cores=1``, the way to use an ``executor``) are read directly.
 Chains in PyMC's worker processes (``cores > 1``) post the same to a
-:class:`~pymc_kameleon.smc.mailbox.Mailbox` that the board makes when the kernel is
-pickled for them with the bar on: their phase, start and end as they happen, their
-evaluations every quarter of a second; each redraw reads their records.
+:class:`~pymc_kameleon.smc.mailbox.Mailbox`: the kernel's board, pickled for them, names
+its file, which the main process makes once the bar is drawn (so ``progressbar=False``
+makes none); each chain's process looks for it at its start, phase changes and stage ends,
+then posts its phase, start and end as they happen and its evaluations every quarter of a
+second.  Each redraw reads their records.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..compat.smc import worker_chain, workers_draw_bar
+from ..compat.smc import worker_chain
 from .mailbox import ChainPost, Mailbox
 
 __all__ = ["ChainCell", "ProgressBoard"]
@@ -39,7 +41,8 @@ class ChainCell:
     started, ended : float or None
         ``time.monotonic()`` at the chain's start and end in this process.
     post : ChainPost or None
-        In a chain's own process with ``cores > 1``: what it posts to the bar's process.
+        In a chain's own process with ``cores > 1``: what it posts to the bar's process,
+        once the mailbox is there (until then :attr:`post_to`: its file and the chain).
     """
 
     def __init__(self, board: ProgressBoard | None, index: int = 0):
@@ -49,7 +52,9 @@ class ChainCell:
         self._phase = "-"
         self.started: float | None = None
         self.ended: float | None = None
+        self._wall: list[float | None] = [None, None]  # time.time() at start and end
         self.post: ChainPost | None = None
+        self.post_to: tuple[str, int] | None = None
 
     @property
     def phase(self) -> str:
@@ -64,14 +69,19 @@ class ChainCell:
     def start(self, count: Callable[[], int], phase: str = "stages") -> None:
         """The chain starts here; ``count()`` gives its evaluations so far."""
         self.count, self._phase, self.started, self.ended = count, phase, time.monotonic(), None
-        self._post("start", phase)
+        self._wall = [time.time(), None]
+        self._post(None)
+
+    def stage_ended(self) -> None:
+        """A stage (or an emulator's round) ended: its evaluations posted, if posting."""
+        self._post("post_evals")
 
     def end(self) -> None:
         """The chain's last stage (and recycling) is done."""
         if self.ended is None:
-            self.ended = time.monotonic()
+            self.ended, self._wall[1] = time.monotonic(), time.time()
         self._phase = "done"
-        self._post("end")
+        self._post("end", self._wall[1])
 
     @property
     def evals(self) -> str:
@@ -88,9 +98,9 @@ class ChainCell:
 
     @property
     def live(self) -> bool:
-        """Whether the bar shows the chain's own state: it runs here, or in a process that
-        posts it."""
-        return self.local or (self.board is not None and self.board.mailbox is not None)
+        """Whether the bar shows the chain's own state: it runs here, or in one of PyMC's
+        chain processes, which post it."""
+        return self.local or (self.board is not None and self.board.path is not None)
 
     def clock(self) -> tuple[float | None, float | None]:
         """The chain's start and end (None: not yet) in this process's
@@ -99,8 +109,13 @@ class ChainCell:
         if posted is None:
             return self.started, self.ended
         shift = time.monotonic() - time.time()  # the processes share the wall clock only
-        started, ended = posted[2] + shift, posted[3] + shift
-        return started, (ended if posted[3] else None)
+        return posted[2] + shift, (posted[3] + shift if posted[3] else None)
+
+    def drawn(self) -> None:
+        """The bar is drawn: the chains in PyMC's processes may post to it
+        (:meth:`ProgressBoard.drawn`)."""
+        if self.board is not None:
+            self.board.drawn()
 
     def _posted(self) -> tuple[int, str, float, float] | None:
         # a chain not started here shows its record where its process posts one
@@ -111,13 +126,25 @@ class ChainCell:
         except (OSError, ValueError):
             return None
 
-    def _post(self, what: str, *args) -> None:
+    def _post(self, what: str | None, *args) -> None:
         # a failed post ends the posting, never the chain (its draws do not depend on it)
-        if self.post is not None:
-            try:
+        try:
+            if self.post is None and self.post_to is not None:
+                self._open_post()  # posts the chain's state so far
+            elif self.post is not None and what is not None:
                 getattr(self.post, what)(*args)
-            except Exception:
-                self.post = None
+        except Exception:
+            self.post = self.post_to = None
+
+    def _open_post(self) -> None:
+        path, chain = self.post_to
+        mailbox = Mailbox.open(path)
+        if mailbox is None or self.count is None:  # not made yet: looked for again later
+            return
+        self.post_to = None
+        if chain < len(mailbox):
+            self.post = ChainPost(mailbox, chain, self.count)
+            self.post.start(self._phase, self._wall[0], self._wall[1])
 
     def __format__(self, spec: str) -> str:  # a plain "{task.fields[...]}" shows the count
         return format(self.evals, spec)
@@ -127,10 +154,6 @@ class ChainCell:
 
     def __reduce__(self):  # a cell never travels with the kernel: a detached one
         return ChainCell, (None,)
-
-
-def _no_board():
-    return None
 
 
 def _posting_board(path: str) -> ProgressBoard:
@@ -143,16 +166,19 @@ class ProgressBoard:
     """The cells of a run's ``n_chains`` chains; chains started in this process take them
     in order (``pm.sample_smc`` runs them one after the other, chain 0 first).
 
-    Pickled for PyMC's chain processes with the bar on (``cores > 1``), the board makes a
-    :class:`~pymc_kameleon.smc.mailbox.Mailbox` (:attr:`mailbox`), and the copy in each
-    chain's process posts its chain there (:attr:`post_to`); otherwise it stays here.
+    Pickled (``pm.sample_smc(cores > 1)`` sends the kernel to PyMC's chain processes), the
+    board names a :class:`~pymc_kameleon.smc.mailbox.Mailbox` file (:attr:`path`), which
+    it makes once its bar is drawn; its copy there posts the process's chain to it
+    (:attr:`post_to`).
     """
 
     def __init__(self, n_chains: int):
         self.cells: list[ChainCell] = []
         self.started = 0
-        self.mailbox: Mailbox | None = None  # the records of chains in other processes
+        self.path: str | None = None  # the mailbox's file, named when pickled
+        self.mailbox: Mailbox | None = None  # made there when the bar is drawn
         self.post_to: str | None = None  # in a chain's process: the mailbox's file
+        self._made = False
         self.set_chains(n_chains)
 
     def set_chains(self, n_chains: int) -> None:
@@ -177,17 +203,22 @@ class ProgressBoard:
         path, self.post_to = self.post_to, None
         cell = ChainCell(None)
         chain = worker_chain()
-        mailbox = None if chain is None else Mailbox.open(path)
-        if mailbox is not None and chain < len(mailbox):
-            cell.post = ChainPost(mailbox, chain, count)
+        if chain is not None:
+            cell.post_to = (path, chain)
         cell.start(count, phase)
         return cell
 
+    def drawn(self) -> None:
+        """The bar is drawn (``progressbar=True``): make the mailbox that the chains'
+        processes look for, once, if the board was pickled for them."""
+        if self.path is not None and not self._made and self.cells:
+            self._made = True
+            self.mailbox = Mailbox.create(self.path, len(self.cells))
+
     def __reduce__(self):
-        # the board travels only to PyMC's chain processes, and only with the bar on
-        n_chains = None if self.post_to is not None else workers_draw_bar()
-        if n_chains is None:
-            return _no_board, ()
-        if self.mailbox is None or len(self.mailbox) < n_chains:
-            self.mailbox = Mailbox.create(n_chains)
-        return _posting_board, (self.mailbox.path,)
+        # the copy names the file only: nothing is made before the bar is drawn
+        if self.post_to is not None:  # a copy of a copy posts nothing
+            return ProgressBoard, (0,)
+        if self.path is None:
+            self.path = Mailbox.new_path()
+        return _posting_board, (self.path,)
