@@ -22,6 +22,7 @@ second.  Each redraw reads their records.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 
 from ..compat.smc import worker_chain
@@ -46,7 +47,8 @@ class ChainCell:
     """
 
     def __init__(self, board: ProgressBoard | None, index: int = 0):
-        self.board = board  # None: a chain not on this process's bar (nothing shown)
+        # weakly: no cycle with the board, whose mailbox file goes as soon as the run does
+        self._board = None if board is None else weakref.ref(board)
         self.index = index
         self.count: Callable[[], int] | None = None
         self._phase = "-"
@@ -55,6 +57,12 @@ class ChainCell:
         self._wall: list[float | None] = [None, None]  # time.time() at start and end
         self.post: ChainPost | None = None
         self.post_to: tuple[str, int] | None = None
+
+    @property
+    def board(self) -> ProgressBoard | None:
+        """The board of the bar the cell is on (None: a chain not on this process's bar,
+        nothing shown)."""
+        return None if self._board is None else self._board()
 
     @property
     def phase(self) -> str:
