@@ -27,18 +27,20 @@ from pymc_kameleon.smc.progress import ProgressBoard
 
 N_POSTED = 600  # the evaluations of the chain in the spawned process
 SLEEP = 1e-3  # seconds per evaluation of the cores=2 run's model
+RECYCLE = 1200  # its evaluations after the last stage: one phase of over a second
 
 
 def _posting_chain(payload: bytes, sleep: float) -> None:
     """A chain's process: the board as PyMC's chain process gets it (pickled with the
-    kernel), counting ``N_POSTED`` evaluations in two phases, a stage every 50."""
+    kernel), counting ``N_POSTED`` evaluations: stages of 50, then one long phase (only
+    the posting thread shows its count move)."""
     board = pickle.loads(payload)
     done = [0]
     cell = board.begin_chain(lambda: done[0], "stages")
     for i in range(N_POSTED):
         if i == N_POSTED // 2:
             cell.phase = "recycling"
-        elif i % 50 == 0:
+        elif i < N_POSTED // 2 and i % 50 == 0:
             cell.stage_ended()
         done[0] += 1
         time.sleep(sleep)
@@ -50,7 +52,7 @@ def test_a_mailbox_round_trip_across_a_spawned_process():
     payload = pickle.dumps(board)  # names the mailbox's file, makes nothing
     assert board.path is not None and not os.path.exists(board.path)
     process = multiprocessing.get_context("spawn").Process(
-        target=_posting_chain, args=(payload, 4 * POST_EVERY / N_POSTED),
+        target=_posting_chain, args=(payload, 10 * POST_EVERY / N_POSTED),
         name="smc_worker_chain_1")
     t0 = time.time()
     process.start()
@@ -68,7 +70,8 @@ def test_a_mailbox_round_trip_across_a_spawned_process():
     running = [s for s in seen if s is not None and s[1] != "done"]
     counts = [s[0] for s in running]
     assert {s[1] for s in running} == {"stages", "recycling"}
-    assert np.all(np.diff(counts) >= 0) and len(set(counts)) >= 3  # posted while it ran
+    assert np.all(np.diff(counts) >= 0) and len(set(counts)) >= 6  # posted while it ran
+    assert len({s[0] for s in running if s[1] == "recycling"}) >= 3  # by the thread
     assert box.read(0) is None and box.read(2) is None and box.read(3) is None
     # the main process's cells: chain 1's record, its clock in this process's monotonic one
     cell = board.cells[1]
@@ -182,7 +185,8 @@ def _sample(model, progressbar: bool, seen: list | None = None):
         with model, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return pm.sample_smc(200, kernel=_WatchedSMC, chains=2, cores=2, random_seed=5,
-                                 progressbar=progressbar, compute_convergence_checks=False)
+                                 recycle=RECYCLE, progressbar=progressbar,
+                                 compute_convergence_checks=False)
     finally:
         stop.set()
         if seen is not None:
@@ -207,8 +211,9 @@ def slow_model():
 
 def test_with_two_cores_the_bar_shows_each_chain_live(slow_model):
     """Each chain's cell in the main process shows the evaluations of the chain in its
-    process while it runs, its phase up to ``done``, and its own clock; the draws and
-    stats are those of a run without the bar (which makes no mailbox)."""
+    process while it runs (also within the recycling, one long phase), its phase up to
+    ``done``, and its own clock; the draws and stats are those of a run without the bar
+    (which makes no mailbox)."""
     seen: list = []
     m0 = time.monotonic()
     idata = _sample(slow_model, True, seen)
@@ -222,9 +227,10 @@ def test_with_two_cores_the_bar_shows_each_chain_live(slow_model):
     for chain, task in zip(range(2), progress.tasks, strict=True):
         shown = [s[chain] for s in seen]
         counts = [n for n, phase, _ in shown if n is not None]
-        running = [n for n, phase, _ in shown if n is not None and phase == "stages"]
         assert np.all(np.diff(counts) >= 0) and counts[-1] == per_chain[chain]
-        assert len(set(running)) >= 3, running  # the count moved while the chain ran
+        for phase in ("stages", "recycling"):  # the count moved while the chain ran
+            running = {n for n, p, _ in shown if n is not None and p == phase}
+            assert len(running) >= 3, (phase, running)
         assert shown[-1][1] == "done" and board.cells[chain].phase == "done"
         started, ended = board.cells[chain].clock()
         assert m0 - 0.01 < started < ended < m1 + 0.01
@@ -233,7 +239,11 @@ def test_with_two_cores_the_bar_shows_each_chain_live(slow_model):
         set_chain_clock(task, board.cells[chain])
         assert task.finished and task.finished_time == pytest.approx(ended - started)
         assert not board.cells[chain].local and board.cells[chain].live
-    assert board.mailbox is not None and os.path.exists(board.mailbox.path)
+    path = board.mailbox.path
+    assert os.path.exists(path)
+    del board  # the run's board gone (no cycle holds it): its file goes at once
+    _BOARD.clear()
+    assert not os.path.exists(path)
 
     quiet = _sample(slow_model, False)  # no bar: no mailbox, the same draws and stats
     assert _BOARD[0].mailbox is None and not os.path.exists(_BOARD[0].path)
