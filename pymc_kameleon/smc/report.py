@@ -155,7 +155,7 @@ class ChainReport:
         (:mod:`~pymc_kameleon.smc.progress`), also from PyMC's chain processes."""
         if self._board is None:
             self._board = ProgressBoard(0)
-        self._board.set_chains(n_chains)  # keeps the mailbox made for the chain processes
+        self._board.set_chains(n_chains)  # keeps the mailbox's path named when pickled
         return progressbar_config(self._board)
 
     def progress_update_functions(self) -> tuple:
