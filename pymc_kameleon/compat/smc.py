@@ -18,6 +18,10 @@ Two more things rely on how PyMC runs SMC:
   reaches 1, at the *start* of the last stage (before its moves and the recycling).  The
   column sets the clock of a task to its chain's own start and end, as PyMC 6 does for
   nutpie's chains (``NutpieProgressBarManager._set_task_elapsed``).
+* :func:`worker_chain`: with ``cores > 1``, PyMC starts chain ``k``'s process as
+  ``smc_worker_chain_{k}`` (``SMCProcessAdapter``, the same in PyMC 5.28 and 6.x) with
+  the kernel cloudpickled, which is how the chain's process knows which chain's state to
+  post for the bar (:mod:`pymc_kameleon.smc.mailbox`).  Under another name it posts nothing.
 * :data:`PYMC_SAMPLING_TIME`: ``pm.sample_smc`` writes its sampling time into the first
   chain's ``sample_settings()`` once every chain is done (``_save_sample_stats``): the
   moment a run's summary can be logged, after the progress bar is gone.
@@ -25,6 +29,8 @@ Two more things rely on how PyMC runs SMC:
 
 from __future__ import annotations
 
+import multiprocessing
+import re
 import time
 from collections.abc import Callable
 
@@ -36,7 +42,8 @@ from rich.progress import ProgressColumn
 from rich.table import Column
 from rich.text import Text
 
-__all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "set_chain_clock"]
+__all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "set_chain_clock",
+           "worker_chain"]
 
 #: The key of the first chain's settings under which ``pm.sample_smc`` stores its sampling
 #: time, after the last chain (PyMC 5.28 and 6.x).
@@ -81,20 +88,30 @@ class SeamedSMCKernel(SMC_KERNEL):
 
 
 # ----------------------------------------------------------------------------- progress bar
+_WORKER_NAME = re.compile(r"smc_worker_chain_(\d+)")  # SMCProcessAdapter's process name
+
+
+def worker_chain() -> int | None:
+    """The chain of this process if it is one of PyMC's SMC chain processes, else None."""
+    match = _WORKER_NAME.fullmatch(multiprocessing.current_process().name)
+    return None if match is None else int(match.group(1))
+
+
 def set_chain_clock(task, cell) -> None:
     """Set the clock of PyMC's rich ``task`` to the chain of ``cell`` (a
     :class:`~pymc_kameleon.smc.progress.ChainCell`): from the chain's start to its end,
-    running until then; not started while its chain waits for an earlier one.  Chains run
-    in other processes keep PyMC's clock."""
-    if not cell.local:
+    running until then; not started while its chain waits for an earlier one.  Chains
+    whose cell is not live (in other processes that post nothing) keep PyMC's clock."""
+    if not cell.live:
         return
-    if cell.started is None:
+    started, ended = cell.clock()
+    if started is None:
         task.start_time, task.finished_time = None, None
         return
     offset = task.get_time() - time.monotonic()  # rich's clock may be another one
-    task.start_time = cell.started + offset
+    task.start_time = started + offset
     task.stop_time = None
-    task.finished_time = None if cell.ended is None else cell.ended - cell.started
+    task.finished_time = None if ended is None else ended - started
 
 
 class ChainColumn(ProgressColumn):

@@ -67,6 +67,12 @@ def warn_final_stage(stage: StageResult, recycling: bool) -> None:
             RuntimeWarning, stacklevel=4)
 
 
+def _drawn_evals(cell: ChainCell) -> str:
+    # only a bar that is drawn makes the mailbox of PyMC's chain processes: none without it
+    cell.drawn()
+    return cell.evals
+
+
 def progressbar_config(board: ProgressBoard):
     """PyMC's SMC progress bar columns, plus each chain's evaluations so far and what it is
     doing, read live from the chains' cells (:mod:`~pymc_kameleon.smc.progress`)."""
@@ -75,7 +81,7 @@ def progressbar_config(board: ProgressBoard):
 
     columns = [
         TextColumn("{task.fields[beta]:.4f}", table_column=Column("Beta", ratio=1)),
-        ChainColumn("chain", lambda cell: cell.evals, "Evals", clock=True),
+        ChainColumn("chain", _drawn_evals, "Evals", clock=True),
         ChainColumn("chain", lambda cell: cell.phase, "Phase"),
     ]
     return columns, {"beta": [0.0] * len(board.cells), "chain": list(board.cells)}
@@ -129,17 +135,27 @@ class ChainReport:
     """What PyMC reads of a ``KameleonSMC`` chain besides its particles: the per-stage stats,
     the settings it saves as attributes, and the progress bar's live columns."""
 
-    _board: ProgressBoard | None = None  # made when PyMC asks for the columns
+    _board: ProgressBoard | None = None  # its cells made when PyMC asks for the columns
     _cell: ChainCell | None = None  # the chain's live cell (detached: not on this bar)
+
+    def __init__(self, *args, **kwargs):
+        # the board exists before PyMC pickles the kernel for its chain processes (before
+        # it asks for the columns), so that its copy goes with them (to post their chains)
+        self._board = ProgressBoard(0)
+        super().__init__(*args, **kwargs)
 
     def sample_stats(self) -> dict:
         """Per stage; the first stage's evaluations count the prior draws too."""
+        if self._cell is not None:  # posted from PyMC's chain process, if it posts
+            self._cell.stage_ended()
         return stage_stats(self)
 
     def progress_config(self, n_chains: int = 1) -> tuple[list, dict]:
         """PyMC's columns, each chain's evaluations so far and what it is doing, read live
-        (:mod:`~pymc_kameleon.smc.progress`)."""
-        self._board = ProgressBoard(n_chains)
+        (:mod:`~pymc_kameleon.smc.progress`), also from PyMC's chain processes."""
+        if self._board is None:
+            self._board = ProgressBoard(0)
+        self._board.set_chains(n_chains)  # keeps the mailbox's path named when pickled
         return progressbar_config(self._board)
 
     def progress_update_functions(self) -> tuple:
