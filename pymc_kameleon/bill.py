@@ -7,15 +7,18 @@ chain's last draw, so a step cannot add them; each step reports instead the per-
 ``n_evals_total``, the chain's evaluations so far (its start, Laplace search and tuning
 included).  Importing the package therefore wraps ``pymc.to_inference_data``, which
 ``pm.sample`` calls to build its result: the wrapper returns PyMC's result unchanged and,
-when its ``sample_stats`` hold that stat, adds the bill as attributes
-(:func:`record_bill_in_attrs`).  :func:`evaluations` reads the bill from either result,
-:func:`add_evaluations` writes it (for results built otherwise, e.g. with a ``ZarrTrace``)
-and :func:`sample` is ``pm.sample`` with a one-line summary logged at the end.
+when its ``sample_stats`` hold that stat, adds the bill as attributes and logs a one-line
+summary (:func:`record_bill_in_attrs`).  :func:`evaluations` reads the bill from either
+result, :func:`add_evaluations` writes it (for results built otherwise, e.g. with a
+``ZarrTrace``) and :func:`sample` is ``pm.sample`` that also logs the summary for a
+``MultiTrace``.
 
 The summary goes to the logger ``pymc_kameleon.summary`` at INFO level.  As PyMC does for
 its own logger, a handler is added when the program configured no logging, and
-``logging.getLogger("pymc_kameleon").setLevel(logging.WARNING)`` (or ``quiet=True``)
-silences it.
+``logging.getLogger("pymc_kameleon").setLevel(logging.WARNING)`` silences it.
+``pm.sample(quiet=True)`` silences PyMC's loggers only, and it runs PyMC's conversion
+after restoring them, so the summary cannot see it; ``pk.sample(..., quiet=True)``
+silences both.
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ def record_bill_in_attrs() -> None:
     ``pm.sample`` builds its InferenceData with ``pymc.to_inference_data``, looked up on the
     ``pymc`` module when a run ends; this replaces that name by a wrapper which calls
     PyMC's function and, when the result's ``sample_stats`` hold this package's stat
-    ``n_evals_total``, adds :func:`evaluations` to their attributes.  Every other result is
+    ``n_evals_total``, adds :func:`evaluations` to their attributes and logs the run's
+    one-line summary (its wall time: PyMC's ``sampling_time``).  Every other result is
     PyMC's, unchanged; a failure to read the bill is logged, never raised.  Calling it
     again does nothing.
     """
@@ -115,8 +119,7 @@ def record_bill_in_attrs() -> None:
         idata = convert(*args, **kwargs)
         try:
             if "n_evals_total" in group_dataset(idata, "sample_stats").data_vars:
-                if _per_chain(idata) is not None:
-                    idata["sample_stats"].attrs.update(evaluations(idata))
+                _bill_found(idata)
         except (KeyError, TypeError, ValueError, AttributeError):  # never fail a finished run
             logging.getLogger(__name__).debug("no bill for this result", exc_info=True)
         return idata
@@ -125,9 +128,28 @@ def record_bill_in_attrs() -> None:
     pymc.to_inference_data = to_inference_data
 
 
+#: Summaries logged by the wrapper of ``pymc.to_inference_data`` (so :func:`sample` does
+#: not log a run twice).
+_LOGGED = [0]
+
+
+def _bill_found(idata) -> None:
+    """Write the bill into ``idata``'s attributes and log the run's summary."""
+    if _per_chain(idata) is None:
+        return
+    bill = evaluations(idata)
+    attrs = idata["sample_stats"].attrs
+    attrs.update(bill)
+    seconds = attrs.get("sampling_time")
+    SUMMARY_LOGGER.info(summary_line("pm.sample", bill["n_evals_per_chain"],
+                                     None if seconds is None else float(seconds)))
+    _LOGGED[0] += 1
+
+
 def sample(*args, **kwargs):
-    """``pm.sample(*args, **kwargs)`` with a one-line summary of the run's evaluations
-    logged at the end (the evaluations are in ``sample_stats.attrs``, as with ``pm.sample``).
+    """``pm.sample(*args, **kwargs)``, which now itself carries the run's evaluations in
+    ``sample_stats.attrs`` and logs their one-line summary; this also logs it for a
+    ``MultiTrace`` result (``return_inferencedata=False``).
 
     The same arguments and result as ``pm.sample``; steps of other packages alone give
     ``pm.sample``'s result unchanged, without a summary.  ``quiet=True`` logs nothing.
@@ -145,32 +167,39 @@ def sample(*args, **kwargs):
     """
     import pymc as pm
 
-    start = time.perf_counter()
-    result = pm.sample(*args, **kwargs)
+    start, logged = time.perf_counter(), _LOGGED[0]
+    quiet = kwargs.get("quiet", False)
+    level = SUMMARY_LOGGER.level
+    if quiet:
+        SUMMARY_LOGGER.setLevel(logging.CRITICAL + 1)
+    try:
+        result = pm.sample(*args, **kwargs)
+    finally:
+        SUMMARY_LOGGER.setLevel(level)
     seconds = time.perf_counter() - start
-    per_chain = _per_chain(result)
-    if per_chain is None:
+    if _per_chain(result) is None or _LOGGED[0] > logged or quiet:
         return result
-    bill = evaluations(result)
-    if _is_idata(result):
-        result["sample_stats"].attrs.update(bill)
-    if not kwargs.get("quiet", False):
-        SUMMARY_LOGGER.info(summary_line("pm.sample", bill["n_evals_per_chain"], seconds))
+    SUMMARY_LOGGER.info(summary_line("pm.sample", evaluations(result)["n_evals_per_chain"],
+                                     seconds))
     return result
 
 
-def summary_line(what: str, per_chain, seconds: float, worth: str = "") -> str:
-    """The one-line summary: evaluations in total and per chain, wall time, and ``worth``
-    (what the returned draws are worth, where known)."""
+def summary_line(what: str, per_chain, seconds: float | None, worth: str = "") -> str:
+    """The one-line summary: evaluations in total and per chain, wall time (None: not
+    known), and ``worth`` (what the returned draws are worth, where known)."""
     per_chain = [int(n) for n in per_chain]
     total = sum(per_chain)
     if len(per_chain) <= 8:
         chains = " + ".join(f"{n:,}" for n in per_chain)
     else:
         chains = f"{min(per_chain):,} to {max(per_chain):,}"
-    rate = f", {total / seconds:,.0f} per second" if seconds > 0 else ""
-    wall = f"{seconds:.1f}" if seconds < 10 else f"{seconds:,.0f}"
-    line = (f"{what}: {total:,} log-density evaluations in {wall} s wall time "
+    known = seconds is not None and np.isfinite(seconds) and seconds > 0
+    rate = f", {total / seconds:,.0f} per second" if known else ""
+    wall = ""
+    if known:
+        wall = f" in {seconds:.1f} s" if seconds < 10 else f" in {seconds:,.0f} s"
+        wall += " wall time"
+    line = (f"{what}: {total:,} log-density evaluations{wall} "
             f"({len(per_chain)} chain{'s' * (len(per_chain) != 1)}: {chains}{rate})")
     return f"{line}; {worth}" if worth else line
 
