@@ -159,6 +159,23 @@ def test_nothing_adapts_after_tuning(gauss_run):
             np.testing.assert_array_equal(mean, mean0)
 
 
+def test_tuning_ends_at_a_truly_evaluated_point(gauss_run):
+    """Tuning ran on the emulator; the first draw after it evaluates the chain's point
+    truly once before its moves (one evaluation more than its iterations), and from then on
+    the stored value (the stat ``lp``) is the true log density of the chain's point.  (The
+    variant that kept the emulator's value at the end of tuning failed here.)"""
+    idata, _, _ = gauss_run
+    x = group_dataset(idata, "posterior")["x"].values
+    ss = group_dataset(idata, "sample_stats")
+    lp, n_evals, n_steps = (ss[k].values for k in ("lp", "n_evals", "n_steps"))
+    np.testing.assert_array_equal(n_evals[:, 0], n_steps[:, 0] + 1)
+    np.testing.assert_array_equal(n_evals[:, 1:], n_steps[:, 1:])
+    with _gauss_model() as model:
+        true_logp = model.compile_logp()
+    want = np.array([[true_logp({"x": p}) for p in chain] for chain in x])
+    np.testing.assert_allclose(lp, want, rtol=1e-10, atol=1e-10)
+
+
 # ------------------------------------------------------------------ (d) the fallback
 @pytest.mark.parametrize("emulator", [EmulatorSettings(max_dim=1),
                                       EmulatorMoves(min_accept=1.01, posterior_draws=300)],
