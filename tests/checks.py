@@ -27,6 +27,7 @@ from scipy import stats
 
 from pymc_kameleon import (
     FastKameleonStep,
+    KameleonSMC,
     KameleonStep,
     KernelHMCStep,
     RandomWalkStep,
@@ -247,3 +248,17 @@ STATISTICAL_SAMPLERS = [
 
 
 # ------------------------------------------------------------------ pm.sample_smc helpers
+
+
+# ----------------------------------------------------------------------------- progress bars
+#: The progress board of the last :class:`WatchedSMC` run (the main process's).
+WATCHED_BOARD: list = []
+
+
+class WatchedSMC(KameleonSMC):
+    """``KameleonSMC`` whose progress board (the main process's) a test can read."""
+
+    def progress_config(self, n_chains: int = 1):
+        out = super().progress_config(n_chains)
+        WATCHED_BOARD[:] = [self._board]
+        return out

@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import wrap_py
+from checks import WATCHED_BOARD, WatchedSMC, wrap_py
 from pymc.step_methods import CompoundStep
 from rich.progress import Progress
 
@@ -193,22 +193,12 @@ def test_smc_attrs_match_an_independent_counter(counted, cores, caplog):
 
 
 _SEEN: list = []  # (phase, evals shown) at each evaluation of the watched model
-_BOARD: list = []
-
-
-class _WatchedSMC(pk.KameleonSMC):
-    """KameleonSMC whose progress board the test can read."""
-
-    def progress_config(self, n_chains: int = 1):
-        out = super().progress_config(n_chains)
-        _BOARD[:] = [self._board]
-        return out
 
 
 @wrap_py(itypes=[pt.dvector], otypes=[pt.dscalar])
 def _watched_loglik(x):
-    if _BOARD and _BOARD[0].started:
-        cell = _BOARD[0].cells[_BOARD[0].started - 1]
+    if WATCHED_BOARD and WATCHED_BOARD[0].started:
+        cell = WATCHED_BOARD[0].cells[WATCHED_BOARD[0].started - 1]
         _SEEN.append((cell.phase, int(cell.evals.replace(",", ""))))
     return np.array(-0.5 * np.sum((x - 0.5) ** 2 / 0.25))
 
@@ -226,12 +216,12 @@ def test_smc_progress_moves_during_recycling_and_the_emulator_rounds():
         _SEEN.clear()
         with model, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pm.sample_smc(kernel=_WatchedSMC, chains=1, random_seed=3,
+            pm.sample_smc(kernel=WatchedSMC, chains=1, random_seed=3,
                           progressbar=False, compute_convergence_checks=False, **kwargs)
         for phase in phases:
             shown = [n for p, n in _SEEN if p == phase]
             assert len(shown) >= 10 and np.all(np.diff(shown) == 1), phase
-        cell = _BOARD[0].cells[0]
+        cell = WATCHED_BOARD[0].cells[0]
         assert cell.phase == "done" and int(cell.evals.replace(",", "")) == len(_SEEN)
 
 

@@ -16,10 +16,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from checks import wrap_py
+from checks import WATCHED_BOARD, WatchedSMC, wrap_py
 from rich.progress import Progress
 
-import pymc_kameleon as pk
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat.smc import set_chain_clock, worker_chain
 from pymc_kameleon.smc.mailbox import POST_EVERY, Mailbox
@@ -151,16 +150,6 @@ def test_without_a_pickle_or_a_drawn_bar_no_mailbox():
 
 
 # ------------------------------------------------------------------ pm.sample_smc(cores=2)
-_BOARD: list = []
-
-
-class _WatchedSMC(pk.KameleonSMC):
-    """KameleonSMC whose progress board (the main process's) the test can read."""
-
-    def progress_config(self, n_chains: int = 1):
-        out = super().progress_config(n_chains)
-        _BOARD[:] = [self._board]
-        return out
 
 
 def _shown(cell) -> tuple[int | None, str, tuple]:
@@ -174,17 +163,17 @@ def _sample(model, progressbar: bool, seen: list | None = None):
 
     def poll():
         while not stop.wait(0.02):
-            if _BOARD and _BOARD[0].cells:
-                seen.append([_shown(cell) for cell in _BOARD[0].cells])
+            if WATCHED_BOARD and WATCHED_BOARD[0].cells:
+                seen.append([_shown(cell) for cell in WATCHED_BOARD[0].cells])
 
-    _BOARD.clear()
+    WATCHED_BOARD.clear()
     poller = threading.Thread(target=poll, daemon=True)
     if seen is not None:
         poller.start()
     try:
         with model, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return pm.sample_smc(200, kernel=_WatchedSMC, chains=2, cores=2, random_seed=5,
+            return pm.sample_smc(200, kernel=WatchedSMC, chains=2, cores=2, random_seed=5,
                                  recycle=RECYCLE, progressbar=progressbar,
                                  compute_convergence_checks=False)
     finally:
@@ -218,7 +207,7 @@ def test_with_two_cores_the_bar_shows_each_chain_live(slow_model):
     m0 = time.monotonic()
     idata = _sample(slow_model, True, seen)
     m1 = time.monotonic()
-    board = _BOARD[0]
+    board = WATCHED_BOARD[0]
     n_evals = group_dataset(idata, "sample_stats")["n_evals"].values  # chain, stage
     per_chain = np.nansum(n_evals.reshape(2, -1), axis=1).astype(int)
     progress = Progress(disable=True)
@@ -242,12 +231,12 @@ def test_with_two_cores_the_bar_shows_each_chain_live(slow_model):
     path = board.mailbox.path
     assert os.path.exists(path)
     del board  # the run's board gone (no cycle holds it): its file goes at once
-    _BOARD.clear()
+    WATCHED_BOARD.clear()
     assert not os.path.exists(path)
 
     quiet = _sample(slow_model, False)  # no bar: no mailbox, the same draws and stats
-    assert _BOARD[0].mailbox is None and not os.path.exists(_BOARD[0].path)
-    assert _BOARD[0].cells[0].evals == "-"
+    assert WATCHED_BOARD[0].mailbox is None and not os.path.exists(WATCHED_BOARD[0].path)
+    assert WATCHED_BOARD[0].cells[0].evals == "-"
     for group in ("posterior", "sample_stats"):
         ours, theirs = group_dataset(idata, group), group_dataset(quiet, group)
         for name in ours.data_vars:
