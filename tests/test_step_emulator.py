@@ -102,8 +102,9 @@ def test_settings_and_iterations_per_draw():
     assert EmulatorMoves.of(settings).settings is settings
     with pytest.raises(TypeError):
         EmulatorMoves.of("yes")
-    assert steps_for_acceptance(0.7, 4) == 1 and steps_for_acceptance(0.5, 4) == 1
-    assert steps_for_acceptance(0.2, 4) == 3 and steps_for_acceptance(0.01, 8) == 8
+    assert steps_for_acceptance(0.7, 4) == 1 and steps_for_acceptance(0.4, 4) == 1
+    assert steps_for_acceptance(0.39, 4) == 2 and steps_for_acceptance(0.15, 4) == 3
+    assert steps_for_acceptance(0.01, 8) == 8
     assert steps_for_acceptance(float("nan"), 2) == 5
 
 
