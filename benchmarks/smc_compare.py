@@ -281,9 +281,10 @@ EXTERNAL = ("nautilus", "dynesty", "pocomc", "emcee", "pyvbmc")
 
 def run_steps(name: str, model: pm.Model, seed: int, args) -> dict:
     """``pm.sample(step=...)`` with ``--step-draws``, ``--step-tune`` and ``--step-chains``
-    (default PyMC's: 1000, 1000, 4), chains one after the other (the counter sees them all); a suite sampler without a step (NUTS) lets
-    PyMC choose.  ESS: ArviZ's bulk ESS of all chains (the smallest over scalars); the
-    chains' means also enter the spread over seeds."""
+    (default PyMC's: 1000, 1000, 4), chains one after the other (the counter sees them
+    all); a suite sampler without a step (NUTS) lets PyMC choose.  ESS: ArviZ's bulk ESS of
+    all chains (the smallest over scalars); the chains' means also enter the spread over
+    seeds."""
     if name in STEPS:
         make = STEPS[name]
     elif name in RUNNER_SAMPLERS and not RUNNER_SAMPLERS[name].smc:
