@@ -1,4 +1,4 @@
-"""KameleonSMC beside the black-box samplers outside PyMC, per log-density evaluation.
+"""KameleonSMC, our steps and the black-box samplers outside PyMC, per log-density evaluation.
 
 Every sampler runs on the same compiled PyMC log density and every call of it at one point is
 one evaluation (prior draws, tuning, training and evidence computations included):
@@ -7,25 +7,47 @@ one evaluation (prior draws, tuning, training and evidence computations included
   settings; ``imh``: the same with PyMC's default kernel.  Counted by the suite's counting Op.
   ESS per chain from the spread of the chains' means (independent runs: reference variance /
   variance of the chain means), the honest measure for particle output.
+* ``kamh-emu``, ``fkamh-emu``, ``rw-screen`` (``KameleonStep(emulator=True)``,
+  ``FastKameleonStep(emulator=True)``, ``RandomWalkStep(screen=True)``) and the suite's
+  samplers (``kamh``, ``fkamh``, ``rw``, ``metropolis``, ``nuts``, ...): ``pm.sample`` with
+  ``--step-chains`` chains (PyMC's defaults: 4, tune 1000, draws 1000), one after the other.
+  ESS: ArviZ's bulk ESS of all chains; the chains' means also enter the spread over seeds.
 * ``nautilus``, ``dynesty``, ``pocomc``: nested and preconditioned SMC samplers on the unit
   cube, mapped to the model's space by the priors' inverse CDFs (models whose free variables
   have independent priors); ``emcee``: 32 walkers on the unconstrained space, started from
   prior draws, ``--emcee-steps`` steps, the first half discarded.  ESS: Kish's of the weights
   (nested, pocoMC), the draws over emcee's integrated autocorrelation time.
+* ``pyvbmc``: variational Bayesian Monte Carlo on the unconstrained space (plausible bounds
+  from the priors' 5 % and 95 % quantiles, PyMC's initial point), 4000 draws of its
+  variational posterior, its ELBO as the log evidence; no per-run ESS (the draws are of an
+  approximation): the spread of the runs' means over seeds measures them.
+
+Models: the suite's (:data:`benchmarks.suite.models.MODELS`: ``pk``, ``hare-lynx`` (the
+predator-prey ODE), ``eight-schools-nc``, ``regression`` (6-d, exact reference), ...) and
+``mixture``, the separated 4-d mixture of :func:`benchmarks.smc.mixture_target`.
 
 Per run: evaluations, ESS per 1000 evaluations (first), ESS per second, the largest mean and
-0.05/0.95-quantile errors (reference sds), the sd ratios, the log evidence and wall time.  Per
+0.05/0.95-quantile errors (reference sds), the sd ratios, the log evidence and wall time.  A
+run that raises (e.g. PyVBMC at a non-finite log density, or a sampler not installed) is a
+row ``failed: <error>`` with the evaluations made up to then, and the script goes on.  Per
 model and sampler over seeds: R-hat across the runs' resampled draws and the ESS from the
-spread of the runs' means.
+spread of the runs' means (SMC's and the steps' chains are independent replicates).
 
-Usage::
+Usage (issue 71's list: seeds 1-3, six SMC chains a seed; ``--json`` keeps every row)::
 
-    python -m benchmarks.smc_compare --models eight-schools-nc pk hare-lynx mixture \\
-        --samplers kameleon imh nautilus pocomc dynesty emcee --seeds 1 2 3 \\
-        --kameleon '{"recycle": 20000}' --json results.json
+    python -m benchmarks.smc_compare \
+        --models pk hare-lynx eight-schools-nc mixture regression \
+        --samplers kameleon nautilus pocomc dynesty pyvbmc kamh kamh-emu fkamh-emu rw-screen \
+        --seeds 1 2 3 --draws 1000 --chains 6 --kameleon '{"emulator": true}' \
+        --json results.json
 
-Needs ``pip install nautilus-sampler dynesty emcee pocomc`` (pocoMC: a CPU torch first).
-Results: ``docs/benchmarks/smc.md`` (section "Against samplers outside PyMC").
+then the same with ``--samplers kameleon --kameleon '{"recycle": 20000}'`` for the stages
+with recycling, and ``python -m benchmarks.emulator_workers`` for the speed-up of 1 to 8
+workers on a model that waits 10 ms per evaluation.
+
+Needs ``pip install nautilus-sampler dynesty emcee pocomc pyvbmc`` (pocoMC: a CPU torch
+first).  Results: ``docs/benchmarks/smc.md`` (section "Against samplers outside PyMC") and
+``docs/benchmarks/emulator.md``.
 """
 
 from __future__ import annotations
@@ -324,7 +346,9 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
     log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
     kish = np.nan
-    recycled = [c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+    # PyMC's own kernel reports no recycled evidence
+    recycled = ([c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+                if "log_evidence_recycled" in stats else [np.nan])
     if np.all(np.isfinite(recycled)):  # recycle=...: the importance sample's evidence
         log_z = recycled
         kish = np.mean([c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)])
