@@ -1,4 +1,4 @@
-"""KameleonSMC beside the black-box samplers outside PyMC, per log-density evaluation.
+"""KameleonSMC, our steps and the black-box samplers outside PyMC, per log-density evaluation.
 
 Every sampler runs on the same compiled PyMC log density and every call of it at one point is
 one evaluation (prior draws, tuning, training and evidence computations included):
@@ -7,25 +7,47 @@ one evaluation (prior draws, tuning, training and evidence computations included
   settings; ``imh``: the same with PyMC's default kernel.  Counted by the suite's counting Op.
   ESS per chain from the spread of the chains' means (independent runs: reference variance /
   variance of the chain means), the honest measure for particle output.
+* ``kamh-emu``, ``fkamh-emu``, ``rw-screen`` (``KameleonStep(emulator=True)``,
+  ``FastKameleonStep(emulator=True)``, ``RandomWalkStep(screen=True)``) and the suite's
+  samplers (``kamh``, ``fkamh``, ``rw``, ``metropolis``, ``nuts``, ...): ``pm.sample`` with
+  ``--step-chains`` chains (PyMC's defaults: 4, tune 1000, draws 1000), one after the other.
+  ESS: ArviZ's bulk ESS of all chains; the chains' means also enter the spread over seeds.
 * ``nautilus``, ``dynesty``, ``pocomc``: nested and preconditioned SMC samplers on the unit
   cube, mapped to the model's space by the priors' inverse CDFs (models whose free variables
   have independent priors); ``emcee``: 32 walkers on the unconstrained space, started from
   prior draws, ``--emcee-steps`` steps, the first half discarded.  ESS: Kish's of the weights
   (nested, pocoMC), the draws over emcee's integrated autocorrelation time.
+* ``pyvbmc``: variational Bayesian Monte Carlo on the unconstrained space (plausible bounds
+  from the priors' 5 % and 95 % quantiles, PyMC's initial point), 4000 draws of its
+  variational posterior, its ELBO as the log evidence; no per-run ESS (the draws are of an
+  approximation): the spread of the runs' means over seeds measures them.
+
+Models: the suite's (:data:`benchmarks.suite.models.MODELS`: ``pk``, ``hare-lynx`` (the
+predator-prey ODE), ``eight-schools-nc``, ``regression`` (6-d, exact reference), ...) and
+``mixture``, the separated 4-d mixture of :func:`benchmarks.smc.mixture_target`.
 
 Per run: evaluations, ESS per 1000 evaluations (first), ESS per second, the largest mean and
-0.05/0.95-quantile errors (reference sds), the sd ratios, the log evidence and wall time.  Per
+0.05/0.95-quantile errors (reference sds), the sd ratios, the log evidence and wall time.  A
+run that raises (e.g. PyVBMC at a non-finite log density, or a sampler not installed) is a
+row ``failed: <error>`` with the evaluations made up to then, and the script goes on.  Per
 model and sampler over seeds: R-hat across the runs' resampled draws and the ESS from the
-spread of the runs' means.
+spread of the runs' means (SMC's and the steps' chains are independent replicates).
 
-Usage::
+Usage (issue 71's list: seeds 1-3, six SMC chains a seed; ``--json`` keeps every row)::
 
-    python -m benchmarks.smc_compare --models eight-schools-nc pk hare-lynx mixture \\
-        --samplers kameleon imh nautilus pocomc dynesty emcee --seeds 1 2 3 \\
-        --kameleon '{"recycle": 20000}' --json results.json
+    python -m benchmarks.smc_compare \
+        --models pk hare-lynx eight-schools-nc mixture regression \
+        --samplers kameleon nautilus pocomc dynesty pyvbmc kamh kamh-emu fkamh-emu rw-screen \
+        --seeds 1 2 3 --draws 1000 --chains 6 --kameleon '{"emulator": true}' \
+        --json results.json
 
-Needs ``pip install nautilus-sampler dynesty emcee pocomc`` (pocoMC: a CPU torch first).
-Results: ``docs/benchmarks/smc.md`` (section "Against samplers outside PyMC").
+then the same with ``--samplers kameleon --kameleon '{"recycle": 20000}'`` for the stages
+with recycling, and ``python -m benchmarks.emulator_workers`` for the speed-up of 1 to 8
+workers on a model that waits 10 ms per evaluation.
+
+Needs ``pip install nautilus-sampler dynesty emcee pocomc pyvbmc`` (pocoMC: a CPU torch
+first).  Results: ``docs/benchmarks/smc.md`` (section "Against samplers outside PyMC") and
+``docs/benchmarks/emulator.md``.
 """
 
 from __future__ import annotations
@@ -34,6 +56,7 @@ import argparse
 import json
 import time
 import warnings
+from collections.abc import Callable
 
 import arviz as az
 import numpy as np
@@ -45,7 +68,7 @@ from pymc.pytensorf import join_nonshared_inputs, make_shared_replacements
 from pytensor.graph.traversal import ancestors
 from scipy.special import logsumexp
 
-from pymc_kameleon import KameleonSMC
+from pymc_kameleon import FastKameleonStep, KameleonSMC, KameleonStep, RandomWalkStep
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.math.importance import kish_ess, resample_indices
@@ -54,24 +77,39 @@ from pymc_kameleon.models.counting import add_counter, find_counter
 from .common import quiet_pymc
 from .smc import SMC_REFERENCES, mixture_target
 from .smc_reference import weighted_quantiles
-from .suite.metrics import stack_posterior
+from .suite.analytic import regression_posterior
+from .suite.metrics import diagnostics, stack_posterior
 from .suite.models import MODELS, free_var_labels
 from .suite.reference import load_reference
+from .suite.runner import SAMPLERS as RUNNER_SAMPLERS
+from .suite.runner import warm_up
 
 CRITERIA = {"rhat": 1.01, "ess": 400, "mean": 0.15, "sd": 0.15}
 QUANTILES = (0.05, 0.95)
+
+
+def model_factory(model_name: str) -> Callable[[], pm.Model]:
+    """The factory of a model of this script: the suite's, or the separated mixture of
+    :func:`benchmarks.smc.mixture_target` for ``"mixture"``."""
+    return (lambda: mixture_target()[0]) if model_name == "mixture" else \
+        MODELS[model_name].factory
 
 
 class Reference:
     """Means, sds, tail quantiles and log evidence of a model's posterior: the suite's
     reference means and sds; quantiles and evidence from the importance-sampling reference of
     :mod:`benchmarks.smc_reference` (the suite keeps only 500 thinned draws, whose
-    quantiles are too rough to judge a tail); for the mixture, exact."""
+    quantiles are too rough to judge a tail); for the mixture and the regression, exact."""
 
     def __init__(self, model_name: str):
+        self.model = model_factory(model_name)()
+        self.evaluations = Evaluations(self.model)
+        if model_name == "regression":
+            post = regression_posterior()
+            self.mean, self.sd = post.moments()
+            self.quantiles, self.log_z = post.quantiles(QUANTILES), post.log_z
+            return
         if model_name == "mixture":
-            self.model = mixture_target()[0]
-            self.evaluations = Evaluations(self.model)
             rng = np.random.default_rng(0)
             comp = rng.random(10**6) < 0.3  # the exact mixture: 0.3 at -4, 0.7 at +4
             draws = rng.normal(size=(10**6, 4))
@@ -80,8 +118,6 @@ class Reference:
             self.quantiles, self.log_z = np.quantile(draws, QUANTILES, axis=0), 0.0
             return
         ref, smc_ref = load_reference(model_name), SMC_REFERENCES.get(model_name, {})
-        self.model = MODELS[model_name].factory()
-        self.evaluations = Evaluations(self.model)
         self.mean, self.sd = ref.mean, ref.sd
         self.log_z = smc_ref.get("log_z", np.nan)
         if smc_ref.get("quantile_levels") == list(QUANTILES):
@@ -112,6 +148,7 @@ class Evaluations:
         values = model.value_vars
         self.shapes = [point[v.name].shape for v in values]
         self.dim = int(sum(point[v.name].size for v in values))
+        self.initial_y = np.concatenate([np.ravel(point[v.name]) for v in values])
         shared = make_shared_replacements(point, values, model)
         outs, y = join_nonshared_inputs(point, [model.datalogp, model.logp()], values, shared)
         self._lik = compile_pymc([y], outs[0])
@@ -207,6 +244,8 @@ def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
         U, w, _, _ = sampler.posterior()
         log_z, _ = sampler.evidence()
         return _weighted(ev.x_from_cube(U), np.log(w), log_z, ev.count, rng)
+    if name == "pyvbmc":
+        return run_pyvbmc(ev, seed, args)
     if name == "emcee":
         import emcee
 
@@ -222,6 +261,72 @@ def run_external(name: str, ev: Evaluations, seed: int, args) -> dict:
                 "draws": X[rng.choice(len(X), 4000)], "log_z": np.nan, "evals": ev.count,
                 "ess_kind": "autocorr"}
     raise ValueError(name)
+
+
+def run_pyvbmc(ev: Evaluations, seed: int, args) -> dict:
+    """PyVBMC on the unconstrained space: unbounded, plausible bounds from the priors'
+    5 % and 95 % quantiles, started at PyMC's initial point; 4000 draws of the variational
+    posterior and its ELBO as the log evidence.  A non-finite log density is passed on as
+    it is: PyVBMC then stops with an error, which :func:`main` records in the row."""
+    from pyvbmc import VBMC
+
+    np.random.seed(seed)  # noqa: NPY002 (PyVBMC draws from NumPy's global generator)
+    plb, pub = ev.y_from_cube(np.array([[0.05] * ev.dim, [0.95] * ev.dim]))
+    # the start must lie strictly inside the plausible box
+    margin = 0.01 * (pub - plb)
+    x0 = np.clip(ev.initial_y, plb + margin, pub - margin)
+    options = {"display": "off"}
+    if args.budget:
+        options["max_fun_evals"] = args.budget
+    inf = np.full((1, ev.dim), np.inf)
+    vbmc = VBMC(ev.logpost, x0[None], -inf, inf, plb[None], pub[None], options=options)
+    vp, results = vbmc.optimize()
+    Y, _ = vp.sample(4000)
+    X = ev.x_from_y(Y)
+    # the draws are independent but of an approximation: no per-run ESS; the spread of the
+    # runs' means (over seeds) measures what they are worth
+    return {"mean": X.mean(0), "sd": X.std(0), "ess": np.nan, "draws": X,
+            "log_z": float(results["elbo"]), "evals": ev.count,
+            "ess_kind": f"none: variational ({results['convergence_status']})"}
+
+
+#: Our steps through ``pm.sample`` beside the suite's (:data:`benchmarks.suite.runner.SAMPLERS`
+#: but its ``smc``: here ``kameleon`` and ``imh``).
+STEPS: dict[str, Callable[[], object]] = {
+    "kamh-emu": lambda: KameleonStep(emulator=True),
+    "fkamh-emu": lambda: FastKameleonStep(emulator=True),
+    "rw-screen": lambda: RandomWalkStep(screen=True),
+}
+#: Samplers that see the model only through :class:`Evaluations`.
+EXTERNAL = ("nautilus", "dynesty", "pocomc", "emcee", "pyvbmc")
+
+
+def run_steps(name: str, model: pm.Model, seed: int, args) -> dict:
+    """``pm.sample(step=...)`` with ``--step-draws``, ``--step-tune`` and ``--step-chains``
+    (default PyMC's: 1000, 1000, 4), chains one after the other (the counter sees them
+    all); a suite sampler without a step (NUTS) lets PyMC choose.  ESS: ArviZ's bulk ESS of
+    all chains (the smallest over scalars); the chains' means also enter the spread over
+    seeds."""
+    if name in STEPS:
+        make = STEPS[name]
+    elif name in RUNNER_SAMPLERS and not RUNNER_SAMPLERS[name].smc:
+        make = RUNNER_SAMPLERS[name].make_step
+    else:
+        raise ValueError(f"unknown sampler {name!r}")
+    warm_up()  # the first compilation of the process is not the sampler's cost
+    counter = find_counter(model)
+    counter.reset()
+    with model:
+        step = make() if make else None
+        idata = pm.sample(args.step_draws, tune=args.step_tune, chains=args.step_chains,
+                          cores=1, step=step, random_seed=seed,
+                          progressbar=False, compute_convergence_checks=False)
+    X = stack_posterior(idata.posterior, free_var_labels(model)[0])  # (chains, draws, k)
+    flat = X.reshape(-1, X.shape[-1])
+    return {"mean": flat.mean(0), "sd": flat.std(0),
+            "ess": float(np.min(diagnostics(X).ess_bulk)), "draws": flat, "log_z": np.nan,
+            "evals": counter.count, "replicate_evals": counter.count / args.step_chains,
+            "ess_kind": f"ArviZ bulk, {args.step_chains} chains", "chain_means": X.mean(axis=1)}
 
 
 def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict:
@@ -241,7 +346,9 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
     log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
     kish = np.nan
-    recycled = [c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+    # PyMC's own kernel reports no recycled evidence
+    recycled = ([c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
+                if "log_evidence_recycled" in stats else [np.nan])
     if np.all(np.isfinite(recycled)):  # recycle=...: the importance sample's evidence
         log_z = recycled
         kish = np.mean([c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)])
@@ -291,7 +398,7 @@ def over_seeds(runs: list[dict], ref: Reference) -> str:
     means = np.concatenate([r.get("chain_means", r["mean"][None]) for r in runs])
     ess = ref.sd**2 / means.var(axis=0, ddof=1) if len(means) > 1 else np.full(ref.sd.shape,
                                                                                np.nan)
-    per_1k = 1000 / np.mean([r["evals"] for r in runs])
+    per_1k = 1000 / np.mean([r.get("replicate_evals", r["evals"]) for r in runs])
     spread = (f"{np.min(ess):.0f} min, {np.median(ess):.0f} median over scalars "
               f"({len(means)} replicates; {np.min(ess) * per_1k:.1f}, "
               f"{np.median(ess) * per_1k:.1f} per 1000 evals)")
@@ -311,6 +418,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--draws", type=int, default=1000, help="SMC particles")
     parser.add_argument("--chains", type=int, default=8, help="SMC chains per run")
     parser.add_argument("--kameleon", default="{}", help="KameleonSMC settings (JSON)")
+    parser.add_argument("--step-chains", type=int, default=4, help="pm.sample's chains")
+    parser.add_argument("--step-tune", type=int, default=1000, help="pm.sample's tune")
+    parser.add_argument("--step-draws", type=int, default=1000, help="pm.sample's draws")
     parser.add_argument("--emcee-steps", type=int, default=4000)
     parser.add_argument("--dynesty-maxcall", type=int, default=500_000)
     parser.add_argument("--budget", type=int, default=0,
@@ -332,6 +442,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 except NotImplementedError as err:
                     print(f"{model_name:<17} {sampler:<9} skipped: {err}", flush=True)
                     break
+                except Exception as err:  # a failed run is a result: record it, go on
+                    rows.append(_failed(model_name, sampler, seed, err, ref))
+                    _write(rows, args.json)
+                    continue
                 r["wall"] = (time.perf_counter() - start) / (args.chains if r.get("per_chain")
                                                              else 1)
                 r["summary"] = summarise(r, ref)
@@ -341,21 +455,36 @@ def main(argv: list[str] | None = None) -> list[dict]:
                              "settings": args.kameleon if sampler == "kameleon" else None,
                              "means": r.get("chain_means", r["mean"][None]).tolist(),
                              **r["summary"]})
-                if args.json:  # after every run: long runs can be stopped
-                    with open(args.json, "w") as f:
-                        json.dump(rows, f, indent=1)
+                _write(rows, args.json)
             if runs:
                 print(over_seeds(runs, ref), flush=True)
     return rows
 
 
+def _write(rows: list[dict], path: str | None) -> None:
+    if path:  # after every run: long runs can be stopped
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def _failed(model: str, sampler: str, seed: int, err: Exception, ref: Reference) -> dict:
+    """Print and return the row of a run that raised; an external sampler's evaluations up
+    to the failure are known (its counter), the others' not."""
+    evals = ref.evaluations.count if sampler in EXTERNAL else float("nan")
+    message = " ".join(f"{type(err).__name__}: {err}".split())[:160]
+    print(f"{model:<17} {sampler:<9} {seed:>4} {evals:>8.0f} failed: {message}", flush=True)
+    return {"model": model, "sampler": sampler, "seed": seed, "evals": float(evals),
+            "error": message}
+
+
 def _run(sampler: str, model_name: str, ref: Reference, seed: int, args) -> dict:
-    if sampler not in ("kameleon", "imh"):
+    if sampler in EXTERNAL:
         return run_external(sampler, ref.evaluations, seed, args)
-    # a fresh model with its own counter
-    model = mixture_target()[0] if model_name == "mixture" else MODELS[model_name].factory()
+    model = model_factory(model_name)()  # a fresh model with its own counter
     add_counter(model)
-    return run_smc(sampler, model, ref, seed, args)
+    if sampler in ("kameleon", "imh"):
+        return run_smc(sampler, model, ref, seed, args)
+    return run_steps(sampler, model, seed, args)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ Each function returns ``(mean, sd)`` arrays in the order of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pymc_kameleon.models.classic import FUNNEL_SCALE, SCALES_K0, gauss50_cov
 from pymc_kameleon.models.data import MULTINOMIAL_COUNTS, scales_data
 
-__all__ = ["ANALYTIC", "banana_moments", "dirichlet_moments", "funnel_moments", "gauss50_moments",
-           "scales_moments"]
+from .models import REGRESSION_PRIOR_SD, regression_data
+
+__all__ = ["ANALYTIC", "RegressionPosterior", "banana_moments", "dirichlet_moments",
+           "funnel_moments", "gauss50_moments", "regression_posterior", "scales_moments"]
 
 
 def scales_moments() -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +77,81 @@ def dirichlet_moments() -> tuple[np.ndarray, np.ndarray]:
     return a / a0, np.sqrt(a * (a0 - a) / (a0**2 * (a0 + 1.0)))
 
 
+@dataclass(frozen=True)
+class RegressionPosterior:
+    """:func:`~benchmarks.suite.models.regression_model`'s posterior on a grid of the noise
+    sd ``sigma``: its weights, and per grid point the coefficients' conditional normal
+    (means ``(g, 5)``, sds ``(g, 5)``); ``log_z`` the log evidence."""
+
+    grid: np.ndarray
+    weights: np.ndarray
+    cond_mean: np.ndarray
+    cond_sd: np.ndarray
+    log_z: float
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Means and sds of ``beta[0..4], sigma`` (the mixture's over the grid)."""
+        w = self.weights
+        mean = np.append(w @ self.cond_mean, w @ self.grid)
+        second = np.append(w @ (self.cond_sd**2 + self.cond_mean**2), w @ self.grid**2)
+        return mean, np.sqrt(second - mean**2)
+
+    def quantiles(self, levels: tuple[float, ...]) -> np.ndarray:
+        """Quantiles ``(len(levels), 6)``: the mixture CDF of each coefficient solved by
+        bisection on a fine grid, sigma's by interpolating its CDF."""
+        from scipy.stats import norm
+
+        mean, sd = self.moments()
+        out = np.empty((len(levels), mean.size))
+        for j in range(mean.size - 1):
+            xs = np.linspace(mean[j] - 10 * sd[j], mean[j] + 10 * sd[j], 20001)
+            cdf = self.weights @ norm.cdf((xs[None] - self.cond_mean[:, j, None])
+                                          / self.cond_sd[:, j, None])
+            out[:, j] = np.interp(levels, cdf, xs)
+        cdf = np.cumsum(self.weights)
+        out[:, -1] = np.interp(levels, cdf - 0.5 * self.weights, self.grid)
+        return out
+
+
+def regression_posterior(n_grid: int = 4001) -> RegressionPosterior:
+    """The regression's posterior: given ``sigma``, ``beta | sigma, y`` is normal
+    (conjugate normal prior) and ``y | sigma ~ N(0, sigma^2 I + s0^2 X X^T)``; the
+    half-normal sd is integrated on an equally spaced grid (midpoint rule) over the
+    range where its posterior density exceeds 1e-30 of its peak.  By the SVD ``X = U S V^T``
+    both are diagonal in the right basis, so each grid point costs O(n)."""
+    X, y = regression_data()
+    s0, sigma_sd = REGRESSION_PRIOR_SD
+    n, k = X.shape
+    U, S, Vt = np.linalg.svd(X, full_matrices=False)
+    uy = U.T @ y
+    rest = y @ y - uy @ uy  # the part of y outside X's column space
+
+    def log_joint(sig: np.ndarray) -> np.ndarray:
+        lam = sig[:, None] ** 2 + s0**2 * S**2  # eigenvalues of the marginal covariance
+        quad = (uy**2 / lam).sum(1) + rest / sig**2
+        logdet = np.log(lam).sum(1) + (n - k) * np.log(sig**2)
+        log_lik = -0.5 * (quad + logdet + n * np.log(2 * np.pi))
+        log_prior = np.log(2.0) - 0.5 * np.log(2 * np.pi * sigma_sd**2) - sig**2 / (
+            2 * sigma_sd**2)
+        return log_lik + log_prior
+
+    # locate the mass first on a coarse grid, then integrate on a fine one
+    coarse = np.linspace(1e-3, 10 * sigma_sd, 20001)
+    lj = log_joint(coarse)
+    inside = coarse[lj > lj.max() - np.log(1e30)]
+    grid = np.linspace(inside[0], inside[-1], n_grid)
+    lj = log_joint(grid)
+    h = grid[1] - grid[0]
+    log_z = float(np.log(np.exp(lj - lj.max()).sum() * h) + lj.max())
+    weights = np.exp(lj - lj.max())
+    weights /= weights.sum()
+    # beta | sigma: precision V diag(S^2 / sigma^2 + 1 / s0^2) V^T
+    prec = S[None] ** 2 / grid[:, None] ** 2 + 1.0 / s0**2
+    cond_mean = ((S * uy)[None] / grid[:, None] ** 2 / prec) @ Vt
+    cond_sd = np.sqrt((1.0 / prec) @ Vt**2)
+    return RegressionPosterior(grid, weights, cond_mean, cond_sd, log_z)
+
+
 #: Analytic moments by model name.
 ANALYTIC = {
     "scales": scales_moments,
@@ -81,4 +160,5 @@ ANALYTIC = {
     "banana-moderate": lambda: banana_moments(0.03),
     "banana-strong": lambda: banana_moments(0.1),
     "dirichlet": dirichlet_moments,
+    "regression": lambda: regression_posterior().moments(),
 }

@@ -63,8 +63,8 @@ from pymc_kameleon.models.hard import (
 )
 from pymc_kameleon.models.synthetic import flower_model
 
-__all__ = ["DEFAULT_GLASS", "MODELS", "ModelSpec", "free_var_labels", "glass_path",
-           "set_glass_path"]
+__all__ = ["DEFAULT_GLASS", "MODELS", "REGRESSION_PRIOR_SD", "ModelSpec", "free_var_labels",
+           "glass_path", "regression_data", "regression_model", "set_glass_path"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,6 +99,34 @@ def gp_glass_model() -> pm.Model:
         raise FileNotFoundError(f"glass.data not found (pass --glass PATH or set {GLASS_ENV_VAR})")
     X, y = load_glass(path)
     return gp_classification_model(X, y, n_importance=100, seed=0)
+
+
+#: Prior sds of :func:`regression_model`: each coefficient's (normal) and the noise sd's
+#: (half-normal).
+REGRESSION_PRIOR_SD = (2.0, 2.0)
+
+
+def regression_data(n: int = 40, seed: int = 71) -> tuple[np.ndarray, np.ndarray]:
+    """The simulated data of :func:`regression_model`: ``X`` (n, 5) standard normal,
+    ``y = X beta + 0.8 eps`` with ``beta = (1, -0.5, 0.25, 0, 2)`` (fixed seed)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    y = X @ np.array([1.0, -0.5, 0.25, 0.0, 2.0]) + 0.8 * rng.normal(size=n)
+    return X, y
+
+
+def regression_model() -> pm.Model:
+    """Bayesian linear regression, 5 coefficients and the noise sd (d = 6): independent
+    proper priors (normal coefficients, half-normal sd), so that the evidence and the
+    nested samplers' unit cube apply; the posterior is exact up to a 1-d quadrature over
+    the sd (:func:`benchmarks.suite.analytic.regression_posterior`)."""
+    X, y = regression_data()
+    beta_sd, sigma_sd = REGRESSION_PRIOR_SD
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, beta_sd, shape=X.shape[1])
+        sigma = pm.HalfNormal("sigma", sigma_sd)
+        pm.Normal("y", pm.math.dot(X, beta), sigma, observed=y)
+    return model
 
 
 # ------------------------------------------------------------------------------ metadata
@@ -250,6 +278,9 @@ MODELS: dict[str, ModelSpec] = {
               "NUTS on whitened coefficients (the same posterior)",
               hard="correlations up to 0.999 between coefficients",
               reference_factory=collinear_regression_whitened),
+        _spec("regression", "linear regression, 5 coefficients and the noise sd (d = 6)",
+              regression_model, 6, True, True, "analytic",
+              "closed form given the noise sd, a 1-d quadrature over it"),
         _spec("pk", "PK ODE: oral dose, Michaelis-Menten elimination (black box, d = 4)",
               pk_model, 4, False, False, "nuts",
               "NUTS on the same ODE by RK4 with forward sensitivities (same posterior)",
