@@ -43,10 +43,11 @@ class EmulatorMoves:
     ----------
     settings : EmulatorSettings
         The emulator's run (design, held-out error rule, ``max_dim``) and the shape of
-        ``g``.  Default: the engine's, but ``search_starts=4, search_keep=1``: every
-        chain climbs briefly from its own four best prior draws and finishes the highest,
-        so four chains search from sixteen, and the search stays a few hundred
-        evaluations per chain; and a heavier defensive component (``defensive_weight=0.3,
+        ``g``.  Default: the engine's, with two changes.  ``search_starts=4``: every chain
+        climbs briefly from its own four best prior draws (four chains from sixteen) and
+        finishes the highest climb of each of up to two basins, so ``g`` covers both
+        modes of a two-mode posterior (one mode per chain left the chains disagreeing on
+        the modes' weights).  A heavier defensive component (``defensive_weight=0.3,
         defensive_scale=4, defensive_df=3``): an independence chain that enters a tail
         ``g`` covers thinly stays there for about ``p / g`` iterations, and on a curved
         arm the engine's lighter component let chains stick (R-hat 1.06) where this one
@@ -63,8 +64,7 @@ class EmulatorMoves:
     """
 
     settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
-        search_starts=4, search_keep=1, defensive_weight=0.3, defensive_scale=4.0,
-        defensive_df=3.0))
+        search_starts=4, defensive_weight=0.3, defensive_scale=4.0, defensive_df=3.0))
     weight: float = 0.8
     trial: int | None = None
     min_accept: float = 0.2
