@@ -28,7 +28,7 @@ import ast
 from pymc_kameleon import FastKameleonStep, KameleonStep, KernelHMCStep, RandomWalkStep
 from pymc_kameleon.adaptation.screen import SurrogateScreen
 
-__all__ = ["STEPS", "main", "variants"]
+__all__ = ["STEPS", "main", "runs_parser", "variants"]
 
 #: The steps by their suite key.
 STEPS = {"rw": RandomWalkStep, "kamh": KameleonStep, "fkamh": FastKameleonStep,
@@ -56,14 +56,21 @@ def screen_settings(text: str) -> SurrogateScreen | None:
                               (item.split("=") for item in text.split(","))})
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def runs_parser(description: str, steps: str) -> argparse.ArgumentParser:
+    """A parser of the runs' models, seeds, steps (default ``steps``) and ``pm.sample``'s
+    tune, draws and chains."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--models", default="pk,hare-lynx")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--steps", default="rw,kamh", help=f"of {','.join(STEPS)}")
+    parser.add_argument("--steps", default=steps, help=f"of {','.join(STEPS)}")
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = runs_parser(__doc__.splitlines()[0], steps="rw,kamh")
     parser.add_argument("--screen-only", action="store_true")
     parser.add_argument("--screen", default="", help="SurrogateScreen fields, name=value,...")
     args = parser.parse_args(argv)

@@ -28,7 +28,6 @@ whose free variables are untransformed, with a reference sample.  Results:
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 
@@ -36,7 +35,7 @@ import numpy as np
 
 from pymc_kameleon.adaptation.independence import EmulatorMoves, IndependenceProposal
 
-from .screen_suite import STEPS
+from .screen_suite import STEPS, runs_parser
 
 __all__ = ["g_tails", "main", "variants"]
 
@@ -122,13 +121,7 @@ def g_tails(name: str, seed: int, emulator: EmulatorMoves, n: int = 3000) -> lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="pk,hare-lynx")
-    parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--steps", default="kamh,fkamh,rw,khmc", help=f"of {','.join(STEPS)}")
-    parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--draws", type=int, default=1000)
-    parser.add_argument("--chains", type=int, default=4)
+    parser = runs_parser(__doc__.splitlines()[0], steps="kamh,fkamh,rw,khmc")
     parser.add_argument("--with-plain", action="store_true")
     parser.add_argument("--settings", default="", help="EmulatorSettings fields, name=value,...")
     parser.add_argument("--g-tails", action="store_true")

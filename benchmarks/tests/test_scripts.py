@@ -260,3 +260,17 @@ def test_work_cap_escalation_reaches_further_than_one_window():
     four = medians(escalation(4, 100, rhos=(0.5, 0.995), seeds=9))
     assert one[0] == four[0] == 1.0
     assert one[1] < 6.0 < 16.0 < four[1]
+
+
+def test_step_emulator_variants_and_settings():
+    """``benchmarks.research.step_emulator``: ``--settings`` replaces fields of the steps'
+    default settings; each step runs with the emulator, and without it on request."""
+    from benchmarks.research import step_emulator
+
+    moves = step_emulator.moves("defensive_weight=0.2,defensive_df=5.0")
+    default = step_emulator.moves("")
+    assert moves.settings.defensive_weight == 0.2 and moves.settings.defensive_df == 5.0
+    assert moves.settings.search_starts == default.settings.search_starts == 4
+    assert list(step_emulator.variants(["kamh"], default)) == ["KameleonStep, emulator"]
+    assert list(step_emulator.variants(["rw"], default, with_plain=True)) == [
+        "RandomWalkStep", "RandomWalkStep, emulator"]
