@@ -79,6 +79,10 @@ def evaluations(result) -> dict[str, Any]:
         raise ValueError(
             "no evaluation counts in this result: it was not sampled by this package's "
             "steps (sample stat n_evals_total) or KameleonSMC (sample stat n_evals)")
+    return _bill(per_chain)
+
+
+def _bill(per_chain) -> dict[str, Any]:
     per_chain = np.asarray(per_chain, dtype=np.int64)
     return {"n_evals_total": int(per_chain.sum()), "n_evals_per_chain": per_chain,
             "n_evals_chains": len(per_chain)}
@@ -135,9 +139,10 @@ _LOGGED = [0]
 
 def _bill_found(idata) -> None:
     """Write the bill into ``idata``'s attributes and log the run's summary."""
-    if _per_chain(idata) is None:
+    per_chain = _per_chain(idata)
+    if per_chain is None:
         return
-    bill = evaluations(idata)
+    bill = _bill(per_chain)
     attrs = idata["sample_stats"].attrs
     attrs.update(bill)
     seconds = attrs.get("sampling_time")
@@ -177,10 +182,9 @@ def sample(*args, **kwargs):
     finally:
         SUMMARY_LOGGER.setLevel(level)
     seconds = time.perf_counter() - start
-    if _per_chain(result) is None or _LOGGED[0] > logged or quiet:
-        return result
-    SUMMARY_LOGGER.info(summary_line("pm.sample", evaluations(result)["n_evals_per_chain"],
-                                     seconds))
+    per_chain = None if _LOGGED[0] > logged or quiet else _per_chain(result)
+    if per_chain is not None:
+        SUMMARY_LOGGER.info(summary_line("pm.sample", per_chain, seconds))
     return result
 
 
