@@ -193,3 +193,41 @@ def test_funnel_neck_modes_of_the_latent_time_series_are_not_kept():
         assert kept.cov is not None and kept.mode[0] < -10.0, kept  # the neck
         res = laplace_start(logp, x0, 200 * 27, starts=starts, log_evidence=log_evidence)
         assert res.cov is None, res
+
+
+def _years_logp(theta: np.ndarray) -> float:
+    """The suite's ``years`` regression in NumPy: ``y ~ N(alpha + beta year, sigma)`` on the
+    calendar years, ``alpha ~ N(0, 100)``, ``beta ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``
+    on ``log sigma`` (its Jacobian included); intercept and slope correlate -0.9999."""
+    from pymc_kameleon.models.hard.regression import years_data
+
+    years, y = years_data()
+    alpha, beta, log_sigma = theta
+    sigma = np.exp(log_sigma)
+    r = y - alpha - beta * years
+    return float(-0.5 * np.sum(r**2) / sigma**2 - years.size * log_sigma
+                 - 0.5 * (alpha / 100.0) ** 2 - 0.5 * beta**2 - 0.5 * sigma**2 + log_sigma)
+
+
+def test_a_climb_follows_a_narrow_ridge_to_the_mode():
+    """From a point on the ridge where a short climb stopped, L-BFGS on finite differences
+    stops again about 60 nats below the mode (the Hessian there is indefinite); climbing on
+    in the coordinates it whitens reaches the mode, found independently in centred
+    coordinates (where the ridge is no ridge)."""
+    from scipy.optimize import minimize
+
+    from pymc_kameleon.models.hard.regression import years_data
+
+    centre = years_data()[0].mean()
+
+    def centred(v):  # alpha = a - beta * centre: a linear map of unit Jacobian
+        return -_years_logp(np.array([v[0] - v[1] * centre, v[1], v[2]]))
+
+    best = minimize(centred, np.array([14.0, 0.0, 0.0]), method="Nelder-Mead",
+                    options={"xatol": 1e-10, "fatol": 1e-12, "maxfev": 20000})
+    x0 = np.array([32.0846, -0.0089, -0.4644])  # where a short climb from a prior draw ended
+    plain = laplace_start(_years_logp, x0, 140, check=False)
+    ridge = laplace_start(_years_logp, x0, 140, check=False, follow_ridges=True)
+    assert plain.logp < -best.fun - 10.0  # the variant without the climb stops short
+    assert ridge.logp == pytest.approx(-best.fun, abs=1e-3)
+    np.testing.assert_allclose(ridge.mode[1], best.x[1], rtol=1e-3)

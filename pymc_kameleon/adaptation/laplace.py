@@ -139,6 +139,7 @@ def laplace_start(
     logp: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int,
     starts: Sequence[np.ndarray] = (), log_evidence: float = -np.inf,
     logp_rows: Callable[[np.ndarray], np.ndarray] | None = None, check: bool = True,
+    follow_ridges: bool = False,
 ) -> LaplaceStart:
     """Mode and inverse finite-difference Hessian of ``logp`` (``cov`` None if unusable).
 
@@ -188,6 +189,12 @@ def laplace_start(
         mass near the mode, 50 evaluations per mode).  ``False``: ``cov`` is the inverse
         Hessian wherever it is usable (``mismatch`` and ``log_mass`` NaN), for a caller
         that uses that covariance either way (an emulator's mean function).
+    follow_ridges : bool, default False
+        Where the Hessian at the optimiser's end is indefinite (no maximum: a narrow ridge
+        the optimiser could not follow), climb once more in the coordinates that Hessian
+        whitens (:func:`_whitened_climb`, up to ``35 (d + 1)`` evaluations).  Off for the
+        steps' warm-up, which walks off a ridge while it tunes, and where a funnel's neck
+        makes this climb run deeper into the neck.
 
     Examples
     --------
@@ -231,7 +238,7 @@ def laplace_start(
             if any(np.allclose(mode, other, rtol=1e-4, atol=1e-6) for other in tried):
                 continue  # the same mode from another start
             tried.append(mode)
-            res = _gaussian_at(neg, mode, f_mode, log_evidence, rows, check)
+            res = _gaussian_at(neg, mode, f_mode, log_evidence, rows, check, follow_ridges)
             res.start = index
             if first is None:
                 first = res
@@ -318,6 +325,25 @@ def _optimise(neg: Callable[[np.ndarray], float], x0: np.ndarray, max_evals: int
     return mode, f_mode
 
 
+def _whitened_climb(neg: Callable[[np.ndarray], float],
+                    rows: Callable[[np.ndarray], np.ndarray], x: np.ndarray, f_x: float,
+                    cov: np.ndarray) -> tuple[np.ndarray, float]:
+    """L-BFGS-B from ``x`` in the coordinates ``z`` of ``x + L z`` (``L L^T = cov``), at
+    most ``_CLIMB (d + 1)`` evaluations: the point and its ``-log p``.
+
+    An optimiser on finite differences stops on a narrow ridge (an intercept and a slope of
+    correlation -0.9999) where a Hessian with a non-positive curvature shows that the point
+    is no maximum; in the coordinates that Hessian whitens, the ridge is a slope it follows
+    (docs/benchmarks/emulator.md, "emulator-ridge")."""
+    L, _ = safe_cholesky(cov)
+    z, f_z = _optimise(lambda v: neg(x + L @ v), np.zeros(x.size), _CLIMB * (x.size + 1),
+                       lambda Z: rows(x + Z @ L.T))
+    return x + L @ z, f_z
+
+
+# the evaluations per dimension (and one) of a climb whitened by the Hessian
+_CLIMB = 35
+
 # SciPy's L-BFGS-B differences: absolute steps of 1e-8 (its ``eps``), a relative step
 # where that one vanishes in rounding (scipy.optimize._numdiff.approx_derivative)
 _FD_STEP = 1e-8
@@ -345,17 +371,26 @@ def _value_and_slope(rows: Callable[[np.ndarray], np.ndarray]):
 def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: float,
                  log_evidence: float = -np.inf,
                  rows: Callable[[np.ndarray], np.ndarray] | None = None,
-                 check: bool = True) -> LaplaceStart:
+                 check: bool = True, follow_ridges: bool = False) -> LaplaceStart:
     """The Laplace approximation at an optimiser's ``mode`` (``cov`` None if unusable);
     ``rows``: ``neg`` at the rows of an array (one batch; default a loop); ``check``:
-    whether to check the Gaussian against the target (:func:`laplace_start`)."""
+    whether to check the Gaussian against the target, ``follow_ridges`` whether to climb
+    on from a saddle (:func:`laplace_start`)."""
     rows = one_by_one(neg) if rows is None else rows
     d = mode.size
-    for _ in range(3):  # the Hessian again where Newton steps moved the mode
-        cov, steps, spike, rise = _inverse_hessian(neg, mode, f_mode, rows)
+    rounds, climbed, moved = 0, False, False
+    while rounds < 3:  # the Hessian again where Newton steps moved the mode
+        cov, steps, spike, rise, saddle = _inverse_hessian(neg, mode, f_mode, rows)
         if cov is None or spike:
             return LaplaceStart(mode=mode, logp=-f_mode, cov=None, n_evals=0,
                                 degenerate=spike)
+        if saddle and follow_ridges and not climbed:  # no maximum: climb, whitened
+            climbed = True
+            point, f_point = _whitened_climb(neg, rows, mode, f_mode, cov)
+            if f_point < f_mode:
+                mode, f_mode, moved = point, f_point, True
+                continue
+        rounds += 1
         moved = False
         for _ in range(3):  # badly scaled targets: L-BFGS stops early; finish with Newton
             E = np.eye(d) * steps[:, None]  # the up and down points of each coordinate

@@ -134,11 +134,24 @@ def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
     return np.outer(scale, scale) * ((V / w) @ V.T)
 
 
+def _saddle(H: np.ndarray) -> bool:
+    """Whether the symmetrised Hessian of ``-log p``, diagonally scaled, has an eigenvalue
+    at or below zero: the point is no maximum (a ridge an optimiser could not follow)."""
+    H = 0.5 * (H + H.T)
+    diag = np.diag(H)
+    if not (np.all(np.isfinite(H)) and np.all(diag > 0)):
+        return False
+    scale = 1.0 / np.sqrt(diag)
+    return bool(np.linalg.eigvalsh(H * np.outer(scale, scale))[0] <= 0.0)
+
+
 def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
                      f_mode: float, rows: Callable[[np.ndarray], np.ndarray] | None = None,
-                     ) -> tuple[np.ndarray | None, np.ndarray, str, str]:
+                     ) -> tuple[np.ndarray | None, np.ndarray, str, str, bool]:
     """Inverse finite-difference Hessian of ``neg`` at ``mode``, the steps it used, where it
-    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not).
+    is a spike and where ``mode`` is no maximum (:func:`_rise`; both empty if not), and
+    whether the Hessian is indefinite there (:func:`_saddle`; the inverse then has the
+    median curvature in place of the non-positive ones).
     ``rows`` evaluates ``neg`` at the rows of an array (one batch; default a loop)."""
     # steps: a first pass with small relative steps measures the curvature per coordinate,
     # the second uses half a marginal standard deviation (well inside the support)
@@ -149,12 +162,13 @@ def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
     if np.any(np.abs(H) >= 1e200):  # a step left the support
         steps = 0.1 * steps
         H = finite_difference_hessian(neg, mode, f_mode, steps, rows)
-    cov = _covariance_from_hessian(H)
+    cov, saddle = _covariance_from_hessian(H), _saddle(H)
     if cov is None:
-        return None, steps, "", rise
+        return None, steps, "", rise, saddle
     sd = np.sqrt(np.diag(cov))
     spike = np.flatnonzero(~(sd >= _SPIKE * (1.0 + np.abs(mode))))
     if spike.size:
         i = int(spike[0])
-        return cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}", rise
-    return cov, steps, "", rise
+        return (cov, steps, f"marginal sd {sd[i]:.3g} at {mode[i]:.6g} in coordinate {i}",
+                rise, saddle)
+    return cov, steps, "", rise, saddle

@@ -254,7 +254,7 @@ class EmulatorRun:
             # no check of the Gaussian against the target (50 evaluations): the mean
             # function uses it either way; its batches go to the executor
             res = laplace_start(lambda x: logp_rows(x[None, :])[0], x0, 35 * (d + 1),
-                                logp_rows=logp_rows, check=False)
+                                logp_rows=logp_rows, check=False, follow_ridges=True)
             cov = res.hessian_cov
             if cov is None or not np.isfinite(res.logp):
                 continue
