@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -108,9 +109,11 @@ def record_bill_in_attrs() -> None:
     ``pymc`` module when a run ends; this replaces that name by a wrapper which calls
     PyMC's function and, when the result's ``sample_stats`` hold this package's stat
     ``n_evals_total``, adds :func:`evaluations` to their attributes and logs the run's
-    one-line summary (its wall time: PyMC's ``sampling_time``).  Every other result is
-    PyMC's, unchanged; a failure to read the bill is logged, never raised.  Calling it
-    again does nothing.
+    one-line summary (its wall time: PyMC's ``sampling_time``), and warns what the run's
+    ``emulator=`` stats say that R-hat and ESS do not
+    (:func:`~pymc_kameleon.steps.emulated.run_warnings`).  Every other result is PyMC's,
+    unchanged; a failure to read the bill is logged, never raised.  Calling it again does
+    nothing.
     """
     import pymc
 
@@ -122,10 +125,19 @@ def record_bill_in_attrs() -> None:
     def to_inference_data(*args, **kwargs):
         idata = convert(*args, **kwargs)
         try:
-            if "n_evals_total" in group_dataset(idata, "sample_stats").data_vars:
+            stats = group_dataset(idata, "sample_stats")
+            if "n_evals_total" in stats.data_vars:
+                from .steps.emulated import run_warnings  # the steps import this module
+
                 _bill_found(idata)
+                messages = run_warnings(stats)
+            else:
+                messages = []
         except (KeyError, TypeError, ValueError, AttributeError):  # never fail a finished run
             logging.getLogger(__name__).debug("no bill for this result", exc_info=True)
+            messages = []
+        for message in messages:  # what the run's stats say that R-hat and ESS do not
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
         return idata
 
     to_inference_data._adds_the_bill = True

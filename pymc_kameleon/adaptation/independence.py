@@ -122,16 +122,21 @@ def independence_log_ratio(logp_new: float, logp_cur: float, logg_new: float,
 
 def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
                       g: IndependenceProposal,
-                      to_u: Callable[[np.ndarray], np.ndarray]) -> tuple[Iteration, np.ndarray]:
+                      to_u: Callable[[np.ndarray], np.ndarray],
+                      log_weights: list | None = None) -> tuple[Iteration, np.ndarray]:
     """One independence move from ``state`` (model point ``x``, its stored value in
     ``state.logp``; ``to_u``: model point to the kernels' whitened position): one
-    evaluation at ``y ~ g``; the iteration and the chain's point afterwards."""
+    evaluation at ``y ~ g``; the iteration and the chain's point afterwards.  A list
+    ``log_weights`` gets the importance weight ``log p(y) - log g(y)`` of a finite
+    ``log p(y)`` (its Pareto k-hat says how well ``g`` covers the tails)."""
     position = to_u(g.sample(mh.rng))
     if not math.isfinite(np.add.reduce(position)):
         return Iteration(state, 0.0, False, 0), x
     new, x_new = mh.evaluate(position)
-    log_r = independence_log_ratio(new.logp, state.logp, float(g.logpdf(x_new)[0]),
-                                   float(g.logpdf(x)[0]))
+    logg_new = float(g.logpdf(x_new)[0])
+    if log_weights is not None and math.isfinite(new.logp - logg_new):
+        log_weights.append(new.logp - logg_new)
+    log_r = independence_log_ratio(new.logp, state.logp, logg_new, float(g.logpdf(x)[0]))
     moved, accept_prob, accepted = mh.decide(state, new, x_new, log_r)
     return Iteration(moved, accept_prob, accepted, 1), (x_new if accepted else x)
 

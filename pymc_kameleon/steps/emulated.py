@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,13 @@ from ..adaptation.independence import (
     steps_for_acceptance,
 )
 from ..adaptation.kernel import ChainState, Iteration, Metropolis
+from ..compat.arviz import pareto_khat
 from ..emulator import EmulatorProblem, EmulatorRun
 from ..emulator.surrogate import LogDensityEmulator
 from .start import ChainStart, _prior_point_fn
 
 __all__ = ["EMULATOR_OFF", "EMULATOR_PHASES", "EmulatorDraw", "EmulatorState",
-           "StepEmulator"]
+           "StepEmulator", "run_warnings"]
 
 #: The chain's use of the emulator, as the stat ``emulator_phase`` numbers it: none (off, or
 #: not built yet), moves on the emulator while tuning, independence moves after tuning, or
@@ -42,7 +43,19 @@ EMULATOR_PHASES = ("off", "tuning", "sampling", "fallback")
 
 #: The emulator's stats of a draw without it.
 EMULATOR_OFF = {"emulator_active": False, "emulator_phase": 0,
-                "accept_independent": math.nan, "accept_local": math.nan}
+                "accept_independent": math.nan, "accept_local": math.nan,
+                "independence_khat": math.nan}
+
+#: Pareto's k-hat of the independence proposals' weights ``p / g``: estimated once a chain
+#: has made ``KHAT_MIN`` of them, again after every ``KHAT_EVERY`` more; above ``MAX_KHAT``
+#: ``g``'s tails are too thin for importance sampling to be reliable (Vehtari et al.), and
+#: an exact chain then corrects them only by long stays that a short run may not make
+#: (docs/benchmarks/emulator.md, "emulator-khat").
+KHAT_MIN, KHAT_EVERY, MAX_KHAT = 100, 50, 0.7
+#: A chain whose independence moves after tuning were accepted less often than this sits
+#: where its emulator's posterior is not (the trial at the build accepted at least
+#: ``min_accept``); the run warns.
+MIN_RUN_ACCEPT = 0.1
 
 
 @dataclass
@@ -57,6 +70,11 @@ class EmulatorState:
     error: float = math.nan
     g: IndependenceProposal | None = None
     trial_accept: float = math.nan  # the trial's mean acceptance of independence moves
+    # log p(y) - log g(y) of every truly evaluated independence proposal (the trial's too),
+    # and their Pareto k-hat (NaN below KHAT_MIN proposals) at khat_n of them
+    log_weights: list = field(default_factory=list)
+    khat: float = math.nan
+    khat_n: int = 0
     n_steps: int = 1  # iterations per draw after tuning
     emulated: bool = False  # the record's stored value is the emulator's (while tuning)
     reason: str = ""  # why the chain samples without the emulator
@@ -85,18 +103,23 @@ class EmulatorDraw:
         w = self.record
         independent = self.state.phase == "sampling" and rng.random() < self.weight
         if independent:
-            it, _ = independence_step(self.mh, state, w.x, self.state.g, w.precond.to_u)
+            it, _ = independence_step(self.mh, state, w.x, self.state.g, w.precond.to_u,
+                                      self.state.log_weights)
         else:
             it = kernel.step(kstate, state, self.mh, tune)
         self.accepts[0 if independent else 1].append(it.accept_prob)
         return it._replace(n_evals=0) if self.free else it
 
     def stats(self) -> dict:
-        ind, loc = self.accepts
-        return {"emulator_active": self.state.phase in ("tuning", "sampling"),
-                "emulator_phase": EMULATOR_PHASES.index(self.state.phase),
+        ind, loc, st = *self.accepts, self.state
+        n = len(st.log_weights)
+        if st.phase == "sampling" and n >= KHAT_MIN and n - st.khat_n >= KHAT_EVERY:
+            st.khat, st.khat_n = pareto_khat(np.asarray(st.log_weights)), n
+        return {"emulator_active": st.phase in ("tuning", "sampling"),
+                "emulator_phase": EMULATOR_PHASES.index(st.phase),
                 "accept_independent": float(np.mean(ind)) if ind else math.nan,
-                "accept_local": float(np.mean(loc)) if loc else math.nan}
+                "accept_local": float(np.mean(loc)) if loc else math.nan,
+                "independence_khat": st.khat}
 
 
 class StepEmulator:
@@ -203,7 +226,8 @@ class StepEmulator:
         state = ChainState(record.precond.to_u(record.x), record.logp)
         accepts = []
         for _ in range(moves.n_trial(self.dim)):
-            it, _ = independence_step(mh, state, record.x, st.g, record.precond.to_u)
+            it, _ = independence_step(mh, state, record.x, st.g, record.precond.to_u,
+                                      st.log_weights)
             state, evals = it.state, it.n_evals
             count[0] += evals
             accepts.append(it.accept_prob)
@@ -233,3 +257,44 @@ class StepEmulator:
             warnings.warn(f"{name}(emulator=...): {reason}; the chain tunes and samples "
                           "without the emulator (its evaluations so far stay counted).",
                           RuntimeWarning, stacklevel=5)
+
+
+def run_warnings(sample_stats) -> list[str]:
+    """What a finished run of steps with ``emulator=`` must tell its user (empty if none).
+
+    Read from the run's ``sample_stats`` (draws after tuning, ``emulator_phase`` 2): chains
+    whose independence proposal covers the tails thinly (last ``independence_khat`` above
+    ``MAX_KHAT``), and chains whose independence moves were accepted less often than
+    ``MIN_RUN_ACCEPT``.  Both chains are exact, but neither is shown right by R-hat or ESS.
+    """
+    if "independence_khat" not in sample_stats.data_vars:
+        return []
+    phase = np.asarray(sample_stats["emulator_phase"].values)
+    khat = np.asarray(sample_stats["independence_khat"].values, dtype=float)
+    accept = np.asarray(sample_stats["accept_independent"].values, dtype=float)
+    thin, rare = [], []
+    for c in range(phase.shape[0]):
+        on = phase[c] == EMULATOR_PHASES.index("sampling")
+        if not on.any():
+            continue
+        k = khat[c][on][-1]
+        if k > MAX_KHAT:
+            thin.append(f"{c} ({k:.2f})")
+        a = accept[c][on]
+        if np.isfinite(a).any() and np.nanmean(a) < MIN_RUN_ACCEPT:
+            rare.append(f"{c} ({np.nanmean(a):.0%})")
+    out = []
+    if thin:
+        out.append(
+            f"emulator=...: in chain(s) {', '.join(thin)} the independence proposal covers "
+            f"the posterior's tails thinly (Pareto k-hat of p / g above {MAX_KHAT}; stat "
+            "independence_khat).  The chains are exact, but a run this long may visit "
+            "those tails too rarely: sds and extreme quantiles may come out short.  Run "
+            "longer, or compare with a run without the emulator.")
+    if rare:
+        out.append(
+            f"emulator=...: in chain(s) {', '.join(rare)} independence moves were accepted "
+            f"less than {MIN_RUN_ACCEPT:.0%} of the time after tuning (stat "
+            "accept_independent): the chain samples where its emulator's posterior is "
+            "not.  Compare the chains, or sample without the emulator.")
+    return out

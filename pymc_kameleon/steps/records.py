@@ -49,11 +49,13 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     "evals_saved": (np.int64, []),
     # the emulator (emulator=...): whether the draw used it, the chain's phase (0 off,
     # 1 moves on the emulator while tuning, 2 independence moves after, 3 fallen back), the
-    # draw's mean acceptance of independence and of local moves (NaN where none)
+    # draw's mean acceptance of independence and of local moves (NaN where none), and the
+    # Pareto k-hat of the chain's independence proposals' weights p / g so far
     "emulator_active": (bool, []),
     "emulator_phase": (np.int64, []),
     "accept_independent": (np.float64, []),
     "accept_local": (np.float64, []),
+    "independence_khat": (np.float64, []),
 }
 
 #: The screen's stats of a step without one.
