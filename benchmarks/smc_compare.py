@@ -358,7 +358,7 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     return {"mean": flat.mean(0), "sd": flat.std(0), "ess": float(ess.min()),
             "draws": flat, "log_z": float(np.mean(log_z)), "evals": counter.count / args.chains,
             "ess_kind": f"spread of {args.chains} chains (Kish {kish:.0f})", "per_chain": True,
-            "chain_means": X.mean(axis=1)}
+            "chain_means": X.mean(axis=1), "kish": float(kish)}
 
 
 def summarise(r: dict, ref: Reference) -> dict:

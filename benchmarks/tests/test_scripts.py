@@ -274,3 +274,25 @@ def test_step_emulator_variants_and_settings():
     assert list(step_emulator.variants(["kamh"], default)) == ["KameleonStep, emulator"]
     assert list(step_emulator.variants(["rw"], default, with_plain=True)) == [
         "RandomWalkStep", "RandomWalkStep, emulator"]
+
+
+def test_returned_worth_table_interval_and_ratio():
+    """``benchmarks.research.returned_worth``: the spread ESS is the reference variance over
+    the variance of the chain means, its 90 % interval the chi-square's on ``n - 1``
+    degrees of freedom, and the ratio's interval the spread's inverted; ArviZ's ESS of iid
+    chains is about their length and of chains of adjacent pairs about half."""
+    from benchmarks.research.returned_worth import arviz_ess_per_chain, worth_table
+
+    rng = np.random.default_rng(3)
+    iid = rng.normal(size=(4, 800, 1))
+    pairs = np.repeat(rng.normal(size=(4, 400, 1)), 2, axis=1)
+    assert 650 < arviz_ess_per_chain(iid).mean() < 950
+    assert 280 < arviz_ess_per_chain(pairs).mean() < 480
+    means = np.array([[-1.0], [0.0], [1.0], [2.0]])  # variance 5 / 3
+    [row] = worth_table(means, np.full((4, 1), 0.6), np.zeros(1), np.ones(1))
+    assert row["spread"] == pytest.approx(0.6) and row["ratio"] == pytest.approx(1.0)
+    lo, hi = row["spread_interval"]
+    assert lo == pytest.approx(0.6 * 0.3518 / 3, rel=1e-3)  # chi2_3 at 0.05 and 0.95
+    assert hi == pytest.approx(0.6 * 7.8147 / 3, rel=1e-3)
+    assert row["ratio_interval"] == pytest.approx((0.6 / hi, 0.6 / lo))
+    assert row["error_ess"] == pytest.approx(1 / 1.5)  # mean of squares (1 + 0 + 1 + 4) / 4

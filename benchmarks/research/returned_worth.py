@@ -1,0 +1,114 @@
+"""What KameleonSMC's returned draws are worth: ArviZ's ESS of one chain against the spread.
+
+Usage::
+
+    python -m benchmarks.research.returned_worth --model pk --seeds 1 2 3 4 --chains 6 \
+        --kameleon '{"emulator": true}' [--json out.json]
+
+Runs ``pm.sample_smc(kernel=KameleonSMC, ...)`` as :func:`benchmarks.smc_compare.run_smc`
+does (``--draws`` particles, ``--chains`` chains a seed, every chain an independent run)
+and pools the chains of all seeds.  Per coordinate: the mean over chains of ArviZ's bulk
+ESS of each chain's returned draws alone, the ESS per chain from the spread of the chains'
+means (the reference variance over the variance of the chain means) with its 90 %
+interval (the variance of ``n`` means has ``n - 1`` degrees of freedom: chi-square), and
+their ratio with the interval; also the ESS from the chain means' errors against the
+reference means (``n`` degrees of freedom; it includes a bias common to every chain) and
+the mean Kish ESS of the chains' importance samples.  Results:
+``docs/benchmarks/emulator.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from types import SimpleNamespace
+
+import arviz as az
+import numpy as np
+from scipy import stats
+
+from ..common import quiet_pymc
+from ..smc_compare import Reference, _run
+from ..suite.models import free_var_labels
+
+__all__ = ["arviz_ess_per_chain", "main", "worth_table"]
+
+
+def arviz_ess_per_chain(X: np.ndarray) -> np.ndarray:
+    """ArviZ's bulk ESS of each chain's draws alone: ``X`` (chains, draws, k) -> (chains, k)."""
+    return np.array([az.ess(az.convert_to_dataset(x[None]), method="bulk")["x"].values
+                     for x in X])
+
+
+def worth_table(means: np.ndarray, arviz_ess: np.ndarray, ref_mean: np.ndarray,
+                ref_sd: np.ndarray, level: float = 0.90) -> list[dict]:
+    """Per coordinate: ArviZ's mean ESS per chain, the spread ESS with its ``level``
+    interval, their ratio with its interval and the ESS from the errors against the
+    reference means.  ``means`` and ``arviz_ess`` are (chains, k)."""
+    n = len(means)
+    spread = ref_sd**2 / means.var(axis=0, ddof=1)
+    lo_q, hi_q = stats.chi2.ppf([(1 - level) / 2, (1 + level) / 2], n - 1) / (n - 1)
+    error = ref_sd**2 / np.mean((means - ref_mean) ** 2, axis=0)
+    out = []
+    for j in range(means.shape[1]):
+        ratio = arviz_ess[:, j].mean() / spread[j]
+        # the true ESS is spread * s^2 / sigma^2 with s^2 / sigma^2 ~ chi2_{n-1} / (n - 1)
+        out.append({"arviz": float(arviz_ess[:, j].mean()),
+                    "arviz_range": (float(arviz_ess[:, j].min()), float(arviz_ess[:, j].max())),
+                    "spread": float(spread[j]),
+                    "spread_interval": (float(spread[j] * lo_q), float(spread[j] * hi_q)),
+                    "ratio": float(ratio), "ratio_interval": (float(ratio / hi_q),
+                                                              float(ratio / lo_q)),
+                    "error_ess": float(error[j])})
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="pk")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--chains", type=int, default=6, help="SMC chains per seed")
+    parser.add_argument("--draws", type=int, default=1000, help="SMC particles")
+    parser.add_argument("--kameleon", default='{"emulator": true}')
+    parser.add_argument("--json", help="write the chains' means and ESS here after each seed")
+    args = parser.parse_args(argv)
+    quiet_pymc()
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    ref = Reference(args.model)
+    run_args = SimpleNamespace(draws=args.draws, chains=args.chains, kameleon=args.kameleon,
+                               budget=0)
+    means, ess, kish, evals = [], [], [], []
+    for seed in args.seeds:
+        r = _run("kameleon", args.model, ref, seed, run_args)
+        X = r["draws"].reshape(args.chains, -1, r["draws"].shape[-1])  # (chains, draws, k)
+        means.append(X.mean(axis=1))
+        ess.append(arviz_ess_per_chain(X))
+        kish.append(r["kish"])
+        evals.append(r["evals"])
+        print(f"seed {seed}: {X.shape[1]} draws a chain, {r['evals']:.0f} evaluations a "
+              f"chain, Kish {r['kish']:.0f}, ArviZ per chain (min over coordinates) "
+              f"{np.round(ess[-1].min(axis=1)).astype(int).tolist()}", flush=True)
+        result = {"model": args.model, "settings": args.kameleon, "seeds": args.seeds,
+                  "means": np.concatenate(means).tolist(),
+                  "arviz_ess": np.concatenate(ess).tolist(), "kish": kish, "evals": evals}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f, indent=1)
+    table = worth_table(np.concatenate(means), np.concatenate(ess), ref.mean, ref.sd)
+    names = free_var_labels(ref.model)[1]
+    print(f"{len(np.concatenate(means))} chains; Kish per chain {np.mean(kish):.0f}; "
+          f"evaluations per chain {np.mean(evals):.0f}")
+    print("| coordinate | ArviZ ESS per chain (mean, range) | spread ESS (90 %) | ratio (90 %) "
+          "| ESS from errors |")
+    print("|---|---|---|---|---|")
+    for name, t in zip(names, table, strict=True):
+        print(f"| {name} | {t['arviz']:.0f} ({t['arviz_range'][0]:.0f}-"
+              f"{t['arviz_range'][1]:.0f}) | {t['spread']:.0f} ({t['spread_interval'][0]:.0f}-"
+              f"{t['spread_interval'][1]:.0f}) | {t['ratio']:.2f} ({t['ratio_interval'][0]:.2f}"
+              f"-{t['ratio_interval'][1]:.2f}) | {t['error_ess']:.0f} |")
+    return {**result, "table": table}
+
+
+if __name__ == "__main__":
+    main()
