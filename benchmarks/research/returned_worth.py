@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.research.returned_worth --model pk --seeds 1 2 3 4 --chains 6 \
         --kameleon '{"emulator": true}' [--json out.json]
+    python -m benchmarks.research.returned_worth --tables out.json more.json
 
 Runs ``pm.sample_smc(kernel=KameleonSMC, ...)`` as :func:`benchmarks.smc_compare.run_smc`
 does (``--draws`` particles, ``--chains`` chains a seed, every chain an independent run)
@@ -11,9 +12,11 @@ and pools the chains of all seeds.  Per coordinate: the mean over chains of Arvi
 ESS of each chain's returned draws alone, the ESS per chain from the spread of the chains'
 means (the reference variance over the variance of the chain means) with its 90 %
 interval (the variance of ``n`` means has ``n - 1`` degrees of freedom: chi-square), and
-their ratio with the interval; also the ESS from the chain means' errors against the
-reference means (``n`` degrees of freedom; it includes a bias common to every chain) and
-the mean Kish ESS of the chains' importance samples.  Results:
+their ratio with the interval; also the same ratio for ArviZ's ``mean`` ESS (of the raw
+draws, where the bulk ESS is of their ranks), the ESS from the chain means' errors against
+the reference means (``n`` degrees of freedom; it includes a bias common to every chain)
+and the mean Kish ESS of the chains' importance samples.  ``--tables`` pools the chains of
+earlier ``--json`` files and prints the table without running.  Results:
 ``docs/benchmarks/emulator.md``.
 """
 
@@ -35,14 +38,16 @@ from ..suite.models import free_var_labels
 __all__ = ["arviz_ess_per_chain", "main", "worth_table"]
 
 
-def arviz_ess_per_chain(X: np.ndarray) -> np.ndarray:
-    """ArviZ's bulk ESS of each chain's draws alone: ``X`` (chains, draws, k) -> (chains, k)."""
-    return np.array([az.ess(az.convert_to_dataset(x[None]), method="bulk")["x"].values
+def arviz_ess_per_chain(X: np.ndarray, method: str = "bulk") -> np.ndarray:
+    """ArviZ's ESS (``method``) of each chain's draws alone: ``X`` (chains, draws, k) ->
+    (chains, k)."""
+    return np.array([az.ess(az.convert_to_dataset(x[None]), method=method)["x"].values
                      for x in X])
 
 
 def worth_table(means: np.ndarray, arviz_ess: np.ndarray, ref_mean: np.ndarray,
-                ref_sd: np.ndarray, level: float = 0.90) -> list[dict]:
+                ref_sd: np.ndarray, level: float = 0.90,
+                arviz_mean_ess: np.ndarray | None = None) -> list[dict]:
     """Per coordinate: ArviZ's mean ESS per chain, the spread ESS with its ``level``
     interval, their ratio with its interval and the ESS from the errors against the
     reference means.  ``means`` and ``arviz_ess`` are (chains, k)."""
@@ -60,8 +65,30 @@ def worth_table(means: np.ndarray, arviz_ess: np.ndarray, ref_mean: np.ndarray,
                     "spread_interval": (float(spread[j] * lo_q), float(spread[j] * hi_q)),
                     "ratio": float(ratio), "ratio_interval": (float(ratio / hi_q),
                                                               float(ratio / lo_q)),
-                    "error_ess": float(error[j])})
+                    "error_ess": float(error[j]),
+                    "mean_ratio": (np.nan if arviz_mean_ess is None else
+                                   float(arviz_mean_ess[:, j].mean() / spread[j]))})
     return out
+
+
+def print_table(result: dict, ref: Reference, labels: list[str]) -> list[dict]:
+    """The table of :func:`worth_table` for the pooled chains of ``result`` (as written to
+    ``--json``), in Markdown."""
+    means = np.array(result["means"])
+    mean_ess = np.array(result["arviz_mean_ess"]) if "arviz_mean_ess" in result else None
+    table = worth_table(means, np.array(result["arviz_ess"]), ref.mean, ref.sd,
+                        arviz_mean_ess=mean_ess)
+    print(f"{len(means)} chains; Kish per chain {np.nanmean(result['kish']):.0f}; "
+          f"evaluations per chain {np.mean(result['evals']):.0f}")
+    print("| coordinate | ArviZ bulk ESS per chain (mean, range) | spread ESS (90 %) "
+          "| ratio (90 %) | ArviZ mean-ESS ratio | ESS from errors |")
+    print("|---|---|---|---|---|---|")
+    for name, t in zip(labels, table, strict=True):
+        print(f"| {name} | {t['arviz']:.0f} ({t['arviz_range'][0]:.0f}-"
+              f"{t['arviz_range'][1]:.0f}) | {t['spread']:.0f} ({t['spread_interval'][0]:.0f}-"
+              f"{t['spread_interval'][1]:.0f}) | {t['ratio']:.2f} ({t['ratio_interval'][0]:.2f}"
+              f"-{t['ratio_interval'][1]:.2f}) | {t['mean_ratio']:.2f} | {t['error_ess']:.0f} |")
+    return table
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -72,42 +99,44 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=1000, help="SMC particles")
     parser.add_argument("--kameleon", default='{"emulator": true}')
     parser.add_argument("--json", help="write the chains' means and ESS here after each seed")
+    parser.add_argument("--tables", nargs="+", metavar="JSON",
+                        help="no runs: pool the chains of these --json files (one model)")
     args = parser.parse_args(argv)
     quiet_pymc()
     warnings.filterwarnings("ignore", category=RuntimeWarning)
+    if args.tables:
+        parts = [json.load(open(path)) for path in args.tables]
+        result = {key: sum((p[key] for p in parts), []) for key in
+                  ("seeds", "means", "arviz_ess", "kish", "evals")}
+        if all("arviz_mean_ess" in p for p in parts):
+            result["arviz_mean_ess"] = sum((p["arviz_mean_ess"] for p in parts), [])
+        ref = Reference(parts[0]["model"])
+        return {**result, "table": print_table(result, ref, free_var_labels(ref.model)[1])}
     ref = Reference(args.model)
     run_args = SimpleNamespace(draws=args.draws, chains=args.chains, kameleon=args.kameleon,
                                budget=0)
-    means, ess, kish, evals = [], [], [], []
+    means, ess, mean_ess, kish, evals = [], [], [], [], []
     for seed in args.seeds:
         r = _run("kameleon", args.model, ref, seed, run_args)
         X = r["draws"].reshape(args.chains, -1, r["draws"].shape[-1])  # (chains, draws, k)
         means.append(X.mean(axis=1))
         ess.append(arviz_ess_per_chain(X))
-        kish.append(r["kish"])
+        mean_ess.append(arviz_ess_per_chain(X, "mean"))
+        kish += r["kish_chains"]
         evals.append(r["evals"])
         print(f"seed {seed}: {X.shape[1]} draws a chain, {r['evals']:.0f} evaluations a "
-              f"chain, Kish {r['kish']:.0f}, ArviZ per chain (min over coordinates) "
-              f"{np.round(ess[-1].min(axis=1)).astype(int).tolist()}", flush=True)
+              f"chain, Kish per chain {np.round(r['kish_chains']).tolist()}, ArviZ per "
+              f"chain (min over coordinates) {np.round(ess[-1].min(axis=1)).tolist()}",
+              flush=True)
         result = {"model": args.model, "settings": args.kameleon, "seeds": args.seeds,
                   "means": np.concatenate(means).tolist(),
-                  "arviz_ess": np.concatenate(ess).tolist(), "kish": kish, "evals": evals}
+                  "arviz_ess": np.concatenate(ess).tolist(),
+                  "arviz_mean_ess": np.concatenate(mean_ess).tolist(), "kish": kish,
+                  "evals": evals}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)
-    table = worth_table(np.concatenate(means), np.concatenate(ess), ref.mean, ref.sd)
-    names = free_var_labels(ref.model)[1]
-    print(f"{len(np.concatenate(means))} chains; Kish per chain {np.mean(kish):.0f}; "
-          f"evaluations per chain {np.mean(evals):.0f}")
-    print("| coordinate | ArviZ ESS per chain (mean, range) | spread ESS (90 %) | ratio (90 %) "
-          "| ESS from errors |")
-    print("|---|---|---|---|---|")
-    for name, t in zip(names, table, strict=True):
-        print(f"| {name} | {t['arviz']:.0f} ({t['arviz_range'][0]:.0f}-"
-              f"{t['arviz_range'][1]:.0f}) | {t['spread']:.0f} ({t['spread_interval'][0]:.0f}-"
-              f"{t['spread_interval'][1]:.0f}) | {t['ratio']:.2f} ({t['ratio_interval'][0]:.2f}"
-              f"-{t['ratio_interval'][1]:.2f}) | {t['error_ess']:.0f} |")
-    return {**result, "table": table}
+    return {**result, "table": print_table(result, ref, free_var_labels(ref.model)[1])}
 
 
 if __name__ == "__main__":

@@ -296,3 +296,7 @@ def test_returned_worth_table_interval_and_ratio():
     assert hi == pytest.approx(0.6 * 7.8147 / 3, rel=1e-3)
     assert row["ratio_interval"] == pytest.approx((0.6 / hi, 0.6 / lo))
     assert row["error_ess"] == pytest.approx(1 / 1.5)  # mean of squares (1 + 0 + 1 + 4) / 4
+    assert np.isnan(row["mean_ratio"])
+    [row] = worth_table(means, np.full((4, 1), 0.6), np.zeros(1), np.ones(1),
+                        arviz_mean_ess=np.full((4, 1), 0.3))
+    assert row["mean_ratio"] == pytest.approx(0.5)
