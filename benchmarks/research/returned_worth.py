@@ -35,7 +35,59 @@ from ..common import quiet_pymc
 from ..smc_compare import Reference, _run
 from ..suite.models import free_var_labels
 
-__all__ = ["arviz_ess_per_chain", "main", "worth_table"]
+__all__ = ["PoolRecorder", "arviz_ess_per_chain", "main", "pool_stats", "worth_table"]
+
+
+def pool_stats(X: np.ndarray, log_w: np.ndarray) -> dict:
+    """A weighted sample's self-normalised mean, its variance and the ESS of its mean from
+    the delta method, ``var_w / sum_i w_i^2 (x_i - mean)^2`` (normalised ``w``), per
+    coordinate: what one run can see of its own error before resampling."""
+    w = np.exp(log_w - np.max(log_w))
+    w /= w.sum()
+    mean = w @ X
+    var = w @ (X - mean) ** 2
+    return {"mean": mean.tolist(), "var": var.tolist(),
+            "ess": (var / (w**2 @ (X - mean) ** 2)).tolist()}
+
+
+class PoolRecorder:
+    """While active, :func:`pool_stats` of every weighted pool that a chain resamples its
+    returned draws from (``resample_indices(..., adjacent=True)`` in the emulator's output
+    and in ``recycle``), in the sampler's unconstrained coordinates, in call order; the
+    pool's points are those of its last ``RecycledPool.weighted()``."""
+
+    def __init__(self):
+        self.records: list[dict] = []
+
+    def __enter__(self) -> PoolRecorder:
+        from pymc_kameleon.math import importance
+        from pymc_kameleon.particles import recycling
+        from pymc_kameleon.smc import emulated
+
+        self._saved = [(recycling.RecycledPool, "weighted",
+                        recycling.RecycledPool.weighted),
+                       (recycling, "resample_indices", recycling.resample_indices),
+                       (emulated, "resample_indices", emulated.resample_indices)]
+        last: list = []
+        original = recycling.RecycledPool.weighted
+
+        def weighted(pool):
+            out = original(pool)
+            last[:] = [out[0]]
+            return out
+
+        def resample(log_w, size, rng, *, adjacent=False):
+            if adjacent and last and len(last[0]) == len(log_w):
+                self.records.append(pool_stats(last[0], np.asarray(log_w, float)))
+            return importance.resample_indices(log_w, size, rng, adjacent=adjacent)
+
+        recycling.RecycledPool.weighted = weighted
+        recycling.resample_indices = emulated.resample_indices = resample
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, value in self._saved:
+            setattr(owner, name, value)
 
 
 def arviz_ess_per_chain(X: np.ndarray, method: str = "bulk") -> np.ndarray:
@@ -99,6 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--draws", type=int, default=1000, help="SMC particles")
     parser.add_argument("--kameleon", default='{"emulator": true}')
     parser.add_argument("--json", help="write the chains' means and ESS here after each seed")
+    parser.add_argument("--pool", action="store_true",
+                        help="also record each chain's weighted pool before resampling")
     parser.add_argument("--tables", nargs="+", metavar="JSON",
                         help="no runs: pool the chains of these --json files (one model)")
     args = parser.parse_args(argv)
@@ -116,8 +170,13 @@ def main(argv: list[str] | None = None) -> dict:
     run_args = SimpleNamespace(draws=args.draws, chains=args.chains, kameleon=args.kameleon,
                                budget=0)
     means, ess, mean_ess, kish, evals = [], [], [], [], []
+    recorder = PoolRecorder()
     for seed in args.seeds:
-        r = _run("kameleon", args.model, ref, seed, run_args)
+        if args.pool:
+            with recorder:
+                r = _run("kameleon", args.model, ref, seed, run_args)
+        else:
+            r = _run("kameleon", args.model, ref, seed, run_args)
         X = r["draws"].reshape(args.chains, -1, r["draws"].shape[-1])  # (chains, draws, k)
         means.append(X.mean(axis=1))
         ess.append(arviz_ess_per_chain(X))
@@ -132,11 +191,28 @@ def main(argv: list[str] | None = None) -> dict:
                   "means": np.concatenate(means).tolist(),
                   "arviz_ess": np.concatenate(ess).tolist(),
                   "arviz_mean_ess": np.concatenate(mean_ess).tolist(), "kish": kish,
-                  "evals": evals}
+                  "evals": evals, "pools": recorder.records}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)
-    return {**result, "table": print_table(result, ref, free_var_labels(ref.model)[1])}
+    table = print_table(result, ref, free_var_labels(ref.model)[1])
+    if recorder.records:
+        print_pools(recorder.records)
+    return {**result, "table": table}
+
+
+def print_pools(records: list[dict]) -> None:
+    """The weighted pools before resampling: the mean over chains of the delta method's
+    ESS of a pool's mean, against the ESS from the spread of the pools' means (the pools'
+    mean variance over the variance of their means; unconstrained coordinates)."""
+    means = np.array([r["mean"] for r in records])
+    var = np.array([r["var"] for r in records]).mean(axis=0)
+    inside = np.array([r["ess"] for r in records]).mean(axis=0)
+    spread = var / means.var(axis=0, ddof=1)
+    print(f"weighted pools of {len(records)} chains (unconstrained coordinates):")
+    for j in range(means.shape[1]):
+        print(f"  {j}: delta-method ESS {inside[j]:.0f}, spread ESS {spread[j]:.0f}, "
+              f"ratio {inside[j] / spread[j]:.2f}")
 
 
 if __name__ == "__main__":
