@@ -345,20 +345,22 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     stats = group_dataset(idata, "sample_stats")
     ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
     log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
-    kish = np.nan
+    kish = kish_chains = np.nan
     # PyMC's own kernel reports no recycled evidence
     recycled = ([c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
                 if "log_evidence_recycled" in stats else [np.nan])
     if np.all(np.isfinite(recycled)):  # recycle=...: the importance sample's evidence
         log_z = recycled
-        kish = np.mean([c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)])
+        kish_chains = [c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)]
     elif "kish_ess" in stats:  # emulator=...: the correction's
-        kish = np.mean([c[-1] for c in per_chain(stats["kish_ess"].values, args.chains)])
+        kish_chains = [c[-1] for c in per_chain(stats["kish_ess"].values, args.chains)]
+    kish = np.mean(kish_chains)
     flat = X.reshape(-1, X.shape[-1])
     return {"mean": flat.mean(0), "sd": flat.std(0), "ess": float(ess.min()),
             "draws": flat, "log_z": float(np.mean(log_z)), "evals": counter.count / args.chains,
             "ess_kind": f"spread of {args.chains} chains (Kish {kish:.0f})", "per_chain": True,
-            "chain_means": X.mean(axis=1)}
+            "chain_means": X.mean(axis=1), "kish": float(kish),
+            "kish_chains": np.atleast_1d(kish_chains).tolist()}
 
 
 def summarise(r: dict, ref: Reference) -> dict:

@@ -15,5 +15,7 @@ the date and, where it matters, the commit of its run.
 * :mod:`~benchmarks.research.gp_ceiling`: oracle moves on the non-centred latent GP;
 * :mod:`~benchmarks.research.khmc_jumps`, :mod:`~benchmarks.research.khmc_tempered`,
   :mod:`~benchmarks.research.surrogate_screen`, :mod:`~benchmarks.research.screen_suite`:
-  kernel HMC's jumps, a tempered surrogate and the surrogate screen.
+  kernel HMC's jumps, a tempered surrogate and the surrogate screen;
+* :mod:`~benchmarks.research.returned_worth`: ArviZ's ESS of KameleonSMC's returned draws
+  against the spread of independent chains' means.
 """

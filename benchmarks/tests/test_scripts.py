@@ -274,3 +274,61 @@ def test_step_emulator_variants_and_settings():
     assert list(step_emulator.variants(["kamh"], default)) == ["KameleonStep, emulator"]
     assert list(step_emulator.variants(["rw"], default, with_plain=True)) == [
         "RandomWalkStep", "RandomWalkStep, emulator"]
+
+
+def test_returned_worth_table_interval_and_ratio():
+    """``benchmarks.research.returned_worth``: the spread ESS is the reference variance over
+    the variance of the chain means, its 90 % interval the chi-square's on ``n - 1``
+    degrees of freedom, and the ratio's interval the spread's inverted; ArviZ's ESS of iid
+    chains is about their length and of chains of adjacent pairs about half."""
+    from benchmarks.research.returned_worth import arviz_ess_per_chain, worth_table
+
+    rng = np.random.default_rng(3)
+    iid = rng.normal(size=(4, 800, 1))
+    pairs = np.repeat(rng.normal(size=(4, 400, 1)), 2, axis=1)
+    assert 650 < arviz_ess_per_chain(iid).mean() < 950
+    assert 280 < arviz_ess_per_chain(pairs).mean() < 480
+    means = np.array([[-1.0], [0.0], [1.0], [2.0]])  # variance 5 / 3
+    [row] = worth_table(means, np.full((4, 1), 0.6), np.zeros(1), np.ones(1))
+    assert row["spread"] == pytest.approx(0.6) and row["ratio"] == pytest.approx(1.0)
+    lo, hi = row["spread_interval"]
+    assert lo == pytest.approx(0.6 * 0.3518 / 3, rel=1e-3)  # chi2_3 at 0.05 and 0.95
+    assert hi == pytest.approx(0.6 * 7.8147 / 3, rel=1e-3)
+    assert row["ratio_interval"] == pytest.approx((0.6 / hi, 0.6 / lo))
+    assert row["error_ess"] == pytest.approx(1 / 1.5)  # mean of squares (1 + 0 + 1 + 4) / 4
+    assert np.isnan(row["mean_ratio"])
+    [row] = worth_table(means, np.full((4, 1), 0.6), np.zeros(1), np.ones(1),
+                        arviz_mean_ess=np.full((4, 1), 0.3))
+    assert row["mean_ratio"] == pytest.approx(0.5)
+
+
+def test_returned_worth_pool_stats_and_recorder():
+    """The delta method's ESS of a weighted mean is the points' number under equal weights
+    and Kish's where the weights do not depend on the point's value; the recorder sees the
+    pool a chain resamples with ``adjacent=True`` and restores the functions it wraps."""
+    from benchmarks.research.returned_worth import PoolRecorder, pool_stats
+    from pymc_kameleon.math.importance import kish_ess
+    from pymc_kameleon.particles import recycling
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(4000, 2))
+    assert pool_stats(X, np.zeros(4000))["ess"] == pytest.approx([4000, 4000])
+    log_w = rng.normal(scale=0.5, size=4000)
+    assert pool_stats(X, log_w)["ess"] == pytest.approx([kish_ess(log_w)] * 2, rel=0.1)
+    # a pool of draws of N(0, I) weighed towards N(0.3, I): the recorder sees its points
+    from pymc_kameleon.math.mixture import GaussianMixture
+    from pymc_kameleon.math.whitening import AffineMap
+
+    pool = recycling.RecycledPool()
+    pool.new_stage(AffineMap.identity(2), GaussianMixture(np.ones(1), np.zeros((1, 2)),
+                                                          np.eye(2)[None]))
+    pool.add(X, -0.5 * (X**2).sum(axis=1), 0.3 * X.sum(axis=1))
+    original = recycling.resample_indices, recycling.RecycledPool.weighted
+    with PoolRecorder() as rec:
+        _, _, _, log_w = pool.weighted()
+        recycling.resample_indices(log_w, 100, rng)  # not the returned draws: not recorded
+        recycling.resample_indices(log_w, 100, rng, adjacent=True)
+    assert (recycling.resample_indices, recycling.RecycledPool.weighted) == original
+    [record] = rec.records
+    assert record == pool_stats(X, log_w)
+    assert np.allclose(record["mean"], 0.3, atol=0.05)
