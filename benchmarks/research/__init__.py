@@ -2,8 +2,10 @@
 page of ``docs/benchmarks/``, which gives its command (``python -m benchmarks.research.X``).
 
 They are kept so that the measurements can be rerun, but they are no part of the benchmark
-suite and have no tests: a script may stop running as the package changes; its page names
-the date and, where it matters, the commit of its run.
+suite: a script may stop running as the package changes; its page names the date and,
+where it matters, the commit of its run.  Only the helpers that compute a reported number
+from draws (``step_emulator``'s settings, ``returned_worth``'s ESS) are tested, in
+``benchmarks/tests/test_scripts.py``.
 
 * :mod:`~benchmarks.research.fkamh_features`, :mod:`~benchmarks.research.n_features`,
   :mod:`~benchmarks.research.fkamh_rank`: F-KAMH's random features and their truncation;
@@ -17,5 +19,7 @@ the date and, where it matters, the commit of its run.
   :mod:`~benchmarks.research.surrogate_screen`, :mod:`~benchmarks.research.screen_suite`:
   kernel HMC's jumps, a tempered surrogate and the surrogate screen;
 * :mod:`~benchmarks.research.returned_worth`: ArviZ's ESS of KameleonSMC's returned draws
-  against the spread of independent chains' means.
+  against the spread of independent chains' means;
+* :mod:`~benchmarks.research.step_emulator`, :mod:`~benchmarks.research.emulator_weights`:
+  the steps' ``emulator=True``, and the correction's weights on a curved target.
 """

@@ -114,9 +114,11 @@ def _rise(x: np.ndarray, curv: np.ndarray, slope: np.ndarray) -> str:
             f"one-dimensional maximum {ratio[i]:.3g} conditional sds away)")
 
 
-def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
-    """Inverse of a symmetrised Hessian, computed on its diagonally scaled form (scales may
-    differ by orders of magnitude); non-positive curvatures get the median positive one."""
+def _scaled_eigen(H: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None:
+    """The eigen-decomposition of a symmetrised Hessian on its diagonally scaled form
+    (scales may differ by orders of magnitude; a non-positive diagonal entry is scaled by
+    the median positive one): ``scale, w, V`` and whether every diagonal entry was
+    positive; None if ``H`` is not finite or has no positive diagonal entry."""
     if not np.all(np.isfinite(H)):
         return None
     H = 0.5 * (H + H.T)
@@ -127,6 +129,19 @@ def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
     diag[~good] = np.median(diag[good])
     scale = 1.0 / np.sqrt(diag)
     w, V = np.linalg.eigh(H * np.outer(scale, scale))
+    return scale, w, V, bool(np.all(good))
+
+
+def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
+    """Inverse of a symmetrised Hessian (:func:`_scaled_eigen`); non-positive curvatures
+    get the median positive one."""
+    return _covariance(_scaled_eigen(H))
+
+
+def _covariance(eigen) -> np.ndarray | None:
+    if eigen is None:
+        return None
+    scale, w, V, _ = eigen
     positive = w[w > 0]
     if positive.size == 0:
         return None
@@ -134,15 +149,11 @@ def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
     return np.outer(scale, scale) * ((V / w) @ V.T)
 
 
-def _saddle(H: np.ndarray) -> bool:
-    """Whether the symmetrised Hessian of ``-log p``, diagonally scaled, has an eigenvalue
-    at or below zero: the point is no maximum (a ridge an optimiser could not follow)."""
-    H = 0.5 * (H + H.T)
-    diag = np.diag(H)
-    if not (np.all(np.isfinite(H)) and np.all(diag > 0)):
-        return False
-    scale = 1.0 / np.sqrt(diag)
-    return bool(np.linalg.eigvalsh(H * np.outer(scale, scale))[0] <= 0.0)
+def _saddle(eigen) -> bool:
+    """Whether the scaled Hessian of ``-log p`` (:func:`_scaled_eigen`, every diagonal
+    entry positive) has an eigenvalue at or below zero: the point is no maximum (a ridge an
+    optimiser could not follow)."""
+    return eigen is not None and eigen[3] and bool(eigen[1][0] <= 0.0)
 
 
 def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
@@ -162,7 +173,8 @@ def _inverse_hessian(neg: Callable[[np.ndarray], float], mode: np.ndarray,
     if np.any(np.abs(H) >= 1e200):  # a step left the support
         steps = 0.1 * steps
         H = finite_difference_hessian(neg, mode, f_mode, steps, rows)
-    cov, saddle = _covariance_from_hessian(H), _saddle(H)
+    eigen = _scaled_eigen(H)  # one decomposition for the inverse and the test
+    cov, saddle = _covariance(eigen), _saddle(eigen)
     if cov is None:
         return None, steps, "", rise, saddle
     sd = np.sqrt(np.diag(cov))
