@@ -90,6 +90,29 @@ def test_batch_spreads_over_probable_uncertain_points(gp):
     assert gaps.min() > 0.05
 
 
+def test_student_mean_has_the_laplace_curvature_and_falls_slowly():
+    """``mean_df``: the mean function ``logp - (nu + d) / 2 log(1 + |u|^2 / (nu + d))``
+    (written out here in model coordinates) has the Laplace quadratic's curvature at the
+    mode and lies far above the quadratic in its tails, so that unexplored regions stay
+    probable enough for the design to visit them."""
+    cov = np.array([[2.0, 0.6], [0.6, 0.5]])
+    mean, nu = np.array([1.0, -2.0]), 3.0
+    mode = Mode(mean, cov, 5.0)
+    student = LogDensityEmulator([mode], mean_df=nu)
+    quad = LogDensityEmulator([mode])
+    X = mean + np.random.default_rng(2).normal(size=(50, 2)) * 3
+    q = np.einsum("ij,jk,ik->i", X - mean, np.linalg.inv(cov), X - mean)
+    Z = student.whitening.rows_to_u(X)
+    np.testing.assert_allclose(student.quadratic(Z), 5.0 - 2.5 * np.log1p(q / 5.0), rtol=1e-10)
+    np.testing.assert_allclose(quad.quadratic(Z), 5.0 - 0.5 * q, rtol=1e-10)
+    h = 1e-4  # the second difference along each whitened axis: -1, as the quadratic's
+    for e in np.eye(2):
+        f = student.quadratic(np.array([h * e, 0 * e, -h * e]))
+        assert (f[0] - 2 * f[1] + f[2]) / h**2 == pytest.approx(-1.0, rel=1e-3)
+    far = np.array([[6.0, 0.0]])
+    assert student.quadratic(far)[0] > quad.quadratic(far)[0] + 10
+
+
 # ----------------------------------------------------------------------------- exactness
 #: A correlated 2-d Gaussian likelihood under a broad prior: the posterior is Gaussian
 #: with the moments below (prior N(0, 10^2 I)).

@@ -92,6 +92,15 @@ class EmulatorSettings:
     gamma, n_subsample, independent_weight, n_clusters, global_weight, em_iters
         The mixture moves of the tempering on the emulator and the mixture fits
         (:class:`~pymc_kameleon.particles.proposal.StageProposal`).
+    mean_df : float, optional
+        The emulator's mean function around each mode: the Laplace quadratic (None), or a
+        Student-t shape with ``mean_df`` degrees of freedom (default 10) and the same
+        curvature at the mode, which falls off logarithmically.  Far from the design the
+        emulator returns to its mean: the quadratic falls tens of nats below a curved tail
+        it has not seen, so that neither the design nor ``g`` ever goes there; the slower
+        fall keeps such regions probable enough for the design to evaluate them.  Fewer
+        degrees of freedom left the emulator's error high in 8 dimensions
+        (``docs/benchmarks/emulator.md``).
     """
 
     n_initial: int | None = None
@@ -121,6 +130,7 @@ class EmulatorSettings:
     n_clusters: int = 4
     global_weight: float = 0.1
     em_iters: int = 30
+    mean_df: float | None = 10.0
 
 
 @dataclass
@@ -223,7 +233,7 @@ class EmulatorRun:
         modes = self._modes([X[i] for i in order[:s.search_starts] if np.isfinite(logp[i])])
         if not modes:  # a Gaussian that does not describe the target still serves as
             return self._fall_back("the mode search found no usable mode")  # a mean
-        self.emulator = LogDensityEmulator(modes, s.window)
+        self.emulator = LogDensityEmulator(modes, s.window, s.mean_df)
         self._evaluate(initial_design(modes, self.problem.prior_draws,
                                       self._n(s.n_initial, 10) - len(X), self.rng,
                                       prior_share=0.0))

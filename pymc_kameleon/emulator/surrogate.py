@@ -1,7 +1,9 @@
 """The emulator: a Gaussian-process regression of the log density around its modes.
 
 ``log p(x) = q(x) + c + f(z)``: ``q`` the Laplace quadratic of the modes the search found
-(the largest of their quadratics), so that the emulator falls off away from the design;
+(the largest of their quadratics; or, with ``mean_df``, a Student-t shape with the same
+curvature at each mode, which falls off more slowly), so that the emulator falls off away
+from the design;
 ``f`` a Gaussian process with per-coordinate lengths (:class:`~pymc_kameleon.math.gp.
 GaussianProcess`) in the coordinates ``z`` whitened by the best mode's covariance.  Values
 more than ``window`` nats below the best, and non-finite ones (failed evaluations, outside
@@ -46,11 +48,14 @@ class LogDensityEmulator:
         The modes found (the first is the best); their quadratics are the mean function.
     window : float
         Values more than this far below the best are fitted as that low (see the module).
+    mean_df : float, optional
+        Degrees of freedom of the Student-t mean function (None: the quadratic).
     """
 
-    def __init__(self, modes: list[Mode], window: float = 40.0):
+    def __init__(self, modes: list[Mode], window: float = 40.0, mean_df: float | None = None):
         self.modes = list(modes)
         self.window = float(window)
+        self.mean_df = mean_df
         self.whitening = self.modes[0].whitening
         self._maps = [m.whitening for m in self.modes]
         self.gp: GaussianProcess | None = None
@@ -58,9 +63,15 @@ class LogDensityEmulator:
     def quadratic(self, Z: np.ndarray) -> np.ndarray:
         """The modes' Laplace quadratics at whitened rows ``Z`` (their largest, smoothly)."""
         X = self.whitening.rows_to_x(Z)
-        terms = [m.logp - 0.5 * np.sum(w.rows_to_u(X) ** 2, axis=1)
+        terms = [m.logp - self._fall(np.sum(w.rows_to_u(X) ** 2, axis=1))
                  for m, w in zip(self.modes, self._maps, strict=True)]
         return logsumexp(np.stack(terms), axis=0)
+
+    def _fall(self, q: np.ndarray) -> np.ndarray:
+        if self.mean_df is None:
+            return 0.5 * q
+        k = self.mean_df + len(self.modes[0].mean)
+        return 0.5 * k * np.log1p(q / k)
 
     def fit(self, X: np.ndarray, logp: np.ndarray,
             rng: np.random.Generator) -> LogDensityEmulator:
