@@ -61,7 +61,8 @@ class LogDensityEmulator:
         self.gp: GaussianProcess | None = None
 
     def quadratic(self, Z: np.ndarray) -> np.ndarray:
-        """The modes' Laplace quadratics at whitened rows ``Z`` (their largest, smoothly)."""
+        """The mean function at whitened rows ``Z``: the modes' Laplace quadratics, or their
+        Student-t shapes with ``mean_df`` (their largest, smoothly)."""
         X = self.whitening.rows_to_x(Z)
         terms = [m.logp - self._fall(np.sum(w.rows_to_u(X) ** 2, axis=1))
                  for m, w in zip(self.modes, self._maps, strict=True)]
