@@ -124,6 +124,7 @@ def record_bill_in_attrs() -> None:
     @functools.wraps(convert)
     def to_inference_data(*args, **kwargs):
         idata = convert(*args, **kwargs)
+        messages = []
         try:
             stats = group_dataset(idata, "sample_stats")
             if "n_evals_total" in stats.data_vars:
@@ -131,11 +132,8 @@ def record_bill_in_attrs() -> None:
 
                 _bill_found(idata)
                 messages = run_warnings(stats)
-            else:
-                messages = []
         except (KeyError, TypeError, ValueError, AttributeError):  # never fail a finished run
             logging.getLogger(__name__).debug("no bill for this result", exc_info=True)
-            messages = []
         for message in messages:  # what the run's stats say that R-hat and ESS do not
             warnings.warn(message, RuntimeWarning, stacklevel=2)
         return idata

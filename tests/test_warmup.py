@@ -16,9 +16,10 @@ from pymc_kameleon.adaptation.laplace import (
     laplace_start,
 )
 from pymc_kameleon.adaptation.laplace_hessian import (
-    _covariance_from_hessian,
+    _covariance,
     _curvature_probe,
     _rise,
+    _scaled_eigen,
 )
 from pymc_kameleon.adaptation.warmup import (
     AffineMap,
@@ -281,7 +282,7 @@ def test_laplace_start_outside_support_and_flat_direction():
     res = laplace_start(lambda x: -np.inf, np.zeros(2), 100)
     assert res.cov is None
     # a flat direction: no curvature, so that direction gets the median positive curvature
-    cov = _covariance_from_hessian(np.array([[0.25, 0.0], [0.0, 0.0]]))
+    cov = _covariance(_scaled_eigen(np.array([[0.25, 0.0], [0.0, 0.0]])))
     np.testing.assert_allclose(cov, 4.0 * np.eye(2))
     res = laplace_start(lambda x: -0.5 * x[0] ** 2 / 4.0, np.zeros(2), 100)
     assert res.cov is not None and np.all(np.linalg.eigvalsh(res.cov) > 0)

@@ -378,7 +378,7 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: f
     on from a saddle (:func:`laplace_start`)."""
     rows = one_by_one(neg) if rows is None else rows
     d = mode.size
-    rounds, climbed, moved = 0, False, False
+    rounds, climbed = 0, False
     while rounds < 3:  # the Hessian again where Newton steps moved the mode
         cov, steps, spike, rise, saddle = _inverse_hessian(neg, mode, f_mode, rows)
         if cov is None or spike:
@@ -387,8 +387,8 @@ def _gaussian_at(neg: Callable[[np.ndarray], float], mode: np.ndarray, f_mode: f
         if saddle and follow_ridges and not climbed:  # no maximum: climb, whitened
             climbed = True
             point, f_point = _whitened_climb(neg, rows, mode, f_mode, cov)
-            if f_point < f_mode:
-                mode, f_mode, moved = point, f_point, True
+            if f_point < f_mode:  # the Hessian again at the higher point
+                mode, f_mode = point, f_point
                 continue
         rounds += 1
         moved = False

@@ -132,13 +132,9 @@ def _scaled_eigen(H: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bo
     return scale, w, V, bool(np.all(good))
 
 
-def _covariance_from_hessian(H: np.ndarray) -> np.ndarray | None:
-    """Inverse of a symmetrised Hessian (:func:`_scaled_eigen`); non-positive curvatures
-    get the median positive one."""
-    return _covariance(_scaled_eigen(H))
-
-
 def _covariance(eigen) -> np.ndarray | None:
+    """Inverse of a symmetrised Hessian from its :func:`_scaled_eigen`; non-positive
+    curvatures get the median positive one."""
     if eigen is None:
         return None
     scale, w, V, _ = eigen
