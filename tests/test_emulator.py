@@ -24,7 +24,7 @@ from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from pymc_kameleon.emulator.design import batch
-from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode
+from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode, mean_shape_df
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
 from pymc_kameleon.math.mixture import GaussianMixture
 from pymc_kameleon.math.whitening import AffineMap
@@ -111,6 +111,30 @@ def test_student_mean_has_the_laplace_curvature_and_falls_slowly():
         assert (f[0] - 2 * f[1] + f[2]) / h**2 == pytest.approx(-1.0, rel=1e-3)
     far = np.array([[6.0, 0.0]])
     assert student.quadratic(far)[0] > quad.quadratic(far)[0] + 10
+
+
+def test_student_mean_excess_at_the_typical_radius_does_not_grow_with_dimension():
+    """Above 4 dimensions the degrees of freedom grow as ``(d / 4)^2``: the mean's excess
+    over the quadratic at ``|u|^2 = d`` (where a d-dimensional posterior's mass lies) stays
+    within 0.2-0.4 nats at the default 10 df, where a fixed 10 df lets it grow to 0.7
+    nats at 8 dimensions and 2 at 30; far out the shape still falls logarithmically."""
+    def excess(d: int, df: float) -> float:
+        mode = Mode(np.zeros(d), np.eye(d), 0.0)
+        u = np.full((1, d), 1.0)  # |u|^2 = d
+        return float(LogDensityEmulator([mode], mean_df=df).quadratic(u)[0] + d / 2)
+
+    assert mean_shape_df(10.0, 2) == mean_shape_df(10.0, 4) == 10.0
+    assert mean_shape_df(10.0, 8) == pytest.approx(40.0)
+    for d in (2, 4, 8, 16, 30):
+        k = mean_shape_df(10.0, d) + d  # the direct formula, written out
+        assert excess(d, 10.0) == pytest.approx(d / 2 - k / 2 * np.log1p(d / k), rel=1e-9)
+        assert (0.2 if d >= 4 else 0.05) < excess(d, 10.0) < 0.4
+    fixed = {d: d / 2 - (10 + d) / 2 * np.log1p(d / (10 + d)) for d in (8, 30)}
+    assert fixed[8] > 0.65 and fixed[30] > 2.0
+    mode = Mode(np.zeros(8), np.eye(8), 0.0)
+    far = np.zeros((1, 8))
+    far[0, 0] = 30.0  # 30 sds out: far above the quadratic's -450
+    assert LogDensityEmulator([mode], mean_df=10.0).quadratic(far)[0] > -450 + 300
 
 
 # ----------------------------------------------------------------------------- exactness

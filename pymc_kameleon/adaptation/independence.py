@@ -51,11 +51,7 @@ class EmulatorMoves:
         defensive_scale=4, defensive_df=3``): an independence chain that enters a tail
         ``g`` covers thinly stays there for about ``p / g`` iterations, and on a curved
         arm the engine's lighter component let chains stick (R-hat 1.06) where this one
-        costs a tenth of the acceptance (``docs/benchmarks/emulator.md``).  The Laplace
-        quadratic as the emulator's mean (``mean_df=None``): the engine's heavier mean
-        fixed the steps' PK arm but, in 8 dimensions, left ``g`` so broad that the trial
-        accepted 1 % (the engine's correction rounds recover from that; a step's build
-        has none).
+        costs a tenth of the acceptance (``docs/benchmarks/emulator.md``).
     weight : float
         Probability of an independence proposal at each iteration after tuning.
     trial : int, optional
@@ -68,8 +64,7 @@ class EmulatorMoves:
     """
 
     settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
-        search_starts=4, defensive_weight=0.3, defensive_scale=4.0, defensive_df=3.0,
-        mean_df=None))
+        search_starts=4, defensive_weight=0.3, defensive_scale=4.0, defensive_df=3.0))
     weight: float = 0.8
     trial: int | None = None
     min_accept: float = 0.2

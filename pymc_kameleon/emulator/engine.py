@@ -94,13 +94,14 @@ class EmulatorSettings:
         (:class:`~pymc_kameleon.particles.proposal.StageProposal`).
     mean_df : float, optional
         The emulator's mean function around each mode: the Laplace quadratic (None), or a
-        Student-t shape with ``mean_df`` degrees of freedom (default 10) and the same
-        curvature at the mode, which falls off logarithmically.  Far from the design the
-        emulator returns to its mean: the quadratic falls tens of nats below a curved tail
-        it has not seen, so that neither the design nor ``g`` ever goes there; the slower
-        fall keeps such regions probable enough for the design to evaluate them.  Fewer
-        degrees of freedom left the emulator's error high in 8 dimensions
-        (``docs/benchmarks/emulator.md``).
+        Student-t shape with ``mean_df`` degrees of freedom (default 10; above 4
+        dimensions ``mean_df (d / 4)^2``) and the same curvature at the mode, which falls
+        off logarithmically.  Far from the design the emulator returns to its mean: the
+        quadratic falls tens of nats below a curved tail it has not seen, so that neither
+        the design nor ``g`` ever goes there; the slower fall keeps such regions probable
+        enough for the design to evaluate them.  Degrees of freedom that do not grow with
+        ``d`` put the shape ever further above the quadratic where the posterior's mass
+        lies, which the emulator must then unlearn (``docs/benchmarks/emulator.md``).
     """
 
     n_initial: int | None = None

@@ -23,7 +23,19 @@ from scipy.special import logsumexp
 from ..math.gp import GaussianProcess
 from ..math.whitening import AffineMap
 
-__all__ = ["LogDensityEmulator", "Mode"]
+__all__ = ["LogDensityEmulator", "Mode", "mean_shape_df"]
+
+#: The Student-t mean keeps ``mean_df`` degrees of freedom up to ``DF_DIM`` dimensions; above,
+#: they grow as ``(d / DF_DIM)^2``, so that the shape's excess over the quadratic at the
+#: posterior's typical radius (``q = d``: about ``d^2 / 4 (nu + d)`` nats) stays near its
+#: value at ``DF_DIM``: a fixed ``nu`` left the steps' ``g`` too broad in 8 dimensions
+#: (``docs/benchmarks/emulator.md``, "emulator-mean-dimension").
+DF_DIM = 4
+
+
+def mean_shape_df(mean_df: float, dim: int) -> float:
+    """The Student-t mean's degrees of freedom in ``dim`` dimensions (see ``DF_DIM``)."""
+    return float(mean_df) * max(1.0, (dim / DF_DIM) ** 2)
 
 
 @dataclass
@@ -49,7 +61,8 @@ class LogDensityEmulator:
     window : float
         Values more than this far below the best are fitted as that low (see the module).
     mean_df : float, optional
-        Degrees of freedom of the Student-t mean function (None: the quadratic).
+        Degrees of freedom of the Student-t mean function up to 4 dimensions, growing as
+        ``(d / 4)^2`` above (:func:`mean_shape_df`; None: the quadratic).
     """
 
     def __init__(self, modes: list[Mode], window: float = 40.0, mean_df: float | None = None):
@@ -71,7 +84,8 @@ class LogDensityEmulator:
     def _fall(self, q: np.ndarray) -> np.ndarray:
         if self.mean_df is None:
             return 0.5 * q
-        k = self.mean_df + len(self.modes[0].mean)
+        d = len(self.modes[0].mean)
+        k = mean_shape_df(self.mean_df, d) + d
         return 0.5 * k * np.log1p(q / k)
 
     def fit(self, X: np.ndarray, logp: np.ndarray,
