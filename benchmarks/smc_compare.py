@@ -78,7 +78,7 @@ from .common import quiet_pymc
 from .smc import SMC_REFERENCES, mixture_target
 from .smc_reference import weighted_quantiles
 from .suite.analytic import regression_posterior
-from .suite.metrics import diagnostics, stack_posterior
+from .suite.metrics import diagnostics, spread_ess, stack_posterior
 from .suite.models import MODELS, free_var_labels
 from .suite.reference import load_reference
 from .suite.runner import SAMPLERS as RUNNER_SAMPLERS
@@ -398,8 +398,7 @@ def over_seeds(runs: list[dict], ref: Reference) -> str:
     # SMC: ESS per chain from all runs' chains; otherwise per run.  The minimum over the
     # scalars is biased low with few replicates (a minimum of noisy estimates): the median too
     means = np.concatenate([r.get("chain_means", r["mean"][None]) for r in runs])
-    ess = ref.sd**2 / means.var(axis=0, ddof=1) if len(means) > 1 else np.full(ref.sd.shape,
-                                                                               np.nan)
+    ess = spread_ess(means, ref.sd)
     per_1k = 1000 / np.mean([r.get("replicate_evals", r["evals"]) for r in runs])
     spread = (f"{np.min(ess):.0f} min, {np.median(ess):.0f} median over scalars "
               f"({len(means)} replicates; {np.min(ess) * per_1k:.1f}, "

@@ -33,6 +33,7 @@ from scipy import stats
 
 from ..common import quiet_pymc
 from ..smc_compare import Reference, _run
+from ..suite.metrics import spread_ess
 from ..suite.models import free_var_labels
 
 __all__ = ["PoolRecorder", "arviz_ess_per_chain", "main", "pool_stats", "worth_table"]
@@ -104,7 +105,7 @@ def worth_table(means: np.ndarray, arviz_ess: np.ndarray, ref_mean: np.ndarray,
     interval, their ratio with its interval and the ESS from the errors against the
     reference means.  ``means`` and ``arviz_ess`` are (chains, k)."""
     n = len(means)
-    spread = ref_sd**2 / means.var(axis=0, ddof=1)
+    spread = spread_ess(means, ref_sd)
     lo_q, hi_q = stats.chi2.ppf([(1 - level) / 2, (1 + level) / 2], n - 1) / (n - 1)
     error = ref_sd**2 / np.mean((means - ref_mean) ** 2, axis=0)
     out = []

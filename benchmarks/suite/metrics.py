@@ -21,6 +21,7 @@ __all__ = [
     "Diagnostics",
     "accuracy",
     "diagnostics",
+    "spread_ess",
     "stack_posterior",
 ]
 
@@ -54,6 +55,17 @@ class Diagnostics:
     ess_tail: np.ndarray
     mean: np.ndarray
     sd: np.ndarray
+
+
+def spread_ess(means: np.ndarray, ref_sd: np.ndarray) -> np.ndarray:
+    """The ESS per replicate from the spread of independent replicates' means (rows of
+    ``means``, one column per scalar): the reference variance over the means' variance.
+    NaN with fewer than two replicates.  With ``n`` replicates the estimate is the truth
+    times ``(n - 1) / chi2_(n-1)``: the minimum over many scalars is biased low."""
+    means = np.atleast_2d(np.asarray(means, dtype=float))
+    if len(means) < 2:
+        return np.full(np.shape(ref_sd), np.nan)
+    return np.asarray(ref_sd, dtype=float) ** 2 / means.var(axis=0, ddof=1)
 
 
 def _scalar(value) -> float:

@@ -78,7 +78,8 @@ class RunResult:
     first stage over the kept draws.  ``tail_quantiles``: the 0.1 % and 99.9 % quantiles per
     scalar (shape ``(2, d)``, as in an MCMC reference's meta), to judge tails beside sds;
     ``quantiles``: the 1 % and 99 % quantiles, likewise (less noisy in a short run or
-    reference).
+    reference).  ``chain_means``: each chain's mean per scalar (shape ``(chains, d)``), for
+    the ESS from the spread of independent chains (:func:`~.metrics.spread_ess`).
     """
 
     model: str
@@ -99,6 +100,7 @@ class RunResult:
     accuracy: dict = field(default_factory=dict)
     tail_quantiles: list | None = None
     quantiles: list | None = None
+    chain_means: list | None = None
     error: str | None = None
     skipped: str | None = None
 
@@ -237,6 +239,7 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
         draws = stack_posterior(idata.posterior, names)
         result.tail_quantiles = tail_quantiles(draws)
         result.quantiles = tail_quantiles(draws, (0.01, 0.99))
+        result.chain_means = draws.mean(axis=1).tolist()
         diag = diagnostics(draws)
         result.accuracy = accuracy(diag, reference.mean, reference.sd, labels).to_dict()
     except Exception as err:  # one failing run must not abort the suite

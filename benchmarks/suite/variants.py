@@ -6,7 +6,10 @@ table of min bulk ESS, ESS per 1000 log-density evaluations and max R-hat per ru
 and the suite's criteria (✓, or the letters of the failing ones, as in the suite's tables)
 per run is printed as the runs finish, with the wall time of the run (step construction and
 ``pm.sample``, chains one after the other) and its evaluations (thousands, every chain), and
-the sum of the ESS and the number of runs that meet all four criteria per variant at the end.
+the sum of the ESS and the number of runs that meet all four criteria per variant at the end,
+then, per model and variant, the ESS from the spread of every chain's mean over the seeds
+(each chain an independent run; min and median over the scalars, per run of ``chains``
+chains, and per 1000 evaluations).
 A step that reports the surrogate screen's stats adds the share of chains screening after
 tuning and the first-stage acceptance (``screen active, stage 1``).  Used by
 :mod:`benchmarks.research.fkamh_rank`, :mod:`benchmarks.research.kamh_gamma`,
@@ -17,7 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ..common import SamplerSpec, quiet_pymc
+from .metrics import spread_ess
 from .models import MODELS
 from .reference import load_reference
 from .report import failed_letters
@@ -50,6 +56,7 @@ def compare_variants(models: list[str], seeds: list[int],
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
     passed = dict.fromkeys(variants, 0)
+    spread = {(name, label): [] for name in models for label in variants}
     for name in models:
         spec, ref = MODELS[name], load_reference(name)
         for seed in seeds:
@@ -59,6 +66,7 @@ def compare_variants(models: list[str], seeds: list[int],
                 if run.error:
                     cells.append(f"error: {run.error[:40]}")
                     continue
+                spread[name, label].append(run)
                 acc = run.accuracy
                 totals[label] += acc["min_ess_bulk"]
                 passed[label] += bool(acc["all_ok"])
@@ -74,4 +82,21 @@ def compare_variants(models: list[str], seeds: list[int],
     runs = len(models) * len(seeds)
     print("| runs meeting all four criteria | | "
           + " | ".join(f"{passed[k]} of {runs}" for k in variants) + " |")
+    print_spread(spread, chains)
     return totals
+
+
+def print_spread(spread: dict, chains: int) -> None:
+    """The table of ESS from the spread of the chains' means (``spread``: (model, label) ->
+    the runs), per run of ``chains`` chains: min and median over the scalars, and the
+    minimum per 1000 evaluations."""
+    print("\n| model | variant | chains | spread ESS per run: min, median | min per 1k evals |")
+    print("|---|---|---|---|---|")
+    for (name, label), runs in spread.items():
+        means = np.concatenate([np.asarray(r.chain_means) for r in runs]) if runs else []
+        if len(means) < 2:
+            continue
+        ess = chains * spread_ess(means, load_reference(name).sd)
+        evals = np.mean([r.evals for r in runs])
+        print(f"| {name} | {label} | {len(means)} | {np.min(ess):.0f}, {np.median(ess):.0f} "
+              f"| {1000 * np.min(ess) / evals:.1f} |", flush=True)

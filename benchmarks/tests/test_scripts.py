@@ -118,6 +118,29 @@ def test_compare_variants_takes_factories_and_suite_samplers(capsys):
     assert "runs meeting all four criteria" in out
 
 
+def test_spread_table_pools_every_chain_over_the_seeds(capsys):
+    """The spread ESS per run of ``chains`` chains is ``chains`` times the reference
+    variance over the variance of every chain's mean, pooled over the seeds."""
+    from benchmarks.suite.metrics import spread_ess
+    from benchmarks.suite.reference import load_reference
+    from benchmarks.suite.runner import RunResult
+    from benchmarks.suite.variants import print_spread
+
+    assert np.isnan(spread_ess(np.zeros((1, 2)), np.ones(2))).all()
+    sd = load_reference("censored").sd
+    rng = np.random.default_rng(0)
+    means = [rng.normal(size=(2, sd.size)) * sd for _ in range(3)]  # 3 seeds, 2 chains
+    runs = [RunResult("censored", "x", 10, 10, 2, seed, evals=2000, chain_means=m.tolist())
+            for seed, m in enumerate(means)]
+    print_spread({("censored", "x"): runs, ("censored", "empty"): []}, chains=2)
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| censored | x |"))
+    ess = 2 * sd**2 / np.concatenate(means).var(axis=0, ddof=1)
+    assert row.split("|")[3].strip() == "6"
+    assert row.split("|")[4].strip() == f"{ess.min():.0f}, {np.median(ess):.0f}"
+    assert row.split("|")[5].strip() == f"{ess.min() / 2:.1f}"
+
+
 def test_cost_table_reads_suite_and_local_scale_files(tmp_path):
     """``python -m benchmarks.suite.cost``: both file formats, medians and ranges over
     seeds, failed runs skipped, the later file wins for the same (model, sampler, seed),
