@@ -275,8 +275,7 @@ def test_multiprocess_run_and_pymc_checks():
 
 # ------------------------------------------------------------------ exactness
 @pytest.mark.slow
-@pytest.mark.parametrize("step_class", [pk.KameleonStep, pk.KernelHMCStep],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize("step_class", STEPS, ids=lambda c: c.__name__)
 def test_exact_on_a_correlated_gaussian_group_design(step_class):
     """Eight chains, four disjoint pairs: at least three pairs have every mean and variance
     z-score below 4 (a correct sampler fails a pair with probability below 1e-3 per
