@@ -57,8 +57,10 @@ def compare_variants(models: list[str], seeds: list[int],
     totals = dict.fromkeys(variants, 0.0)
     passed = dict.fromkeys(variants, 0)
     spread = {(name, label): [] for name in models for label in variants}
+    ref_sds = {}
     for name in models:
         spec, ref = MODELS[name], load_reference(name)
+        ref_sds[name] = ref.sd
         for seed in seeds:
             cells = []
             for label, key in keys.items():
@@ -82,21 +84,21 @@ def compare_variants(models: list[str], seeds: list[int],
     runs = len(models) * len(seeds)
     print("| runs meeting all four criteria | | "
           + " | ".join(f"{passed[k]} of {runs}" for k in variants) + " |")
-    print_spread(spread, chains)
+    print_spread(spread, chains, ref_sds)
     return totals
 
 
-def print_spread(spread: dict, chains: int) -> None:
+def print_spread(spread: dict, chains: int, ref_sds: dict) -> None:
     """The table of ESS from the spread of the chains' means (``spread``: (model, label) ->
-    the runs), per run of ``chains`` chains: min and median over the scalars, and the
-    minimum per 1000 evaluations."""
+    the runs; ``ref_sds``: model -> the reference sds), per run of ``chains`` chains: min
+    and median over the scalars, and the minimum per 1000 evaluations."""
     print("\n| model | variant | chains | spread ESS per run: min, median | min per 1k evals |")
     print("|---|---|---|---|---|")
     for (name, label), runs in spread.items():
         means = np.concatenate([np.asarray(r.chain_means) for r in runs]) if runs else []
         if len(means) < 2:
             continue
-        ess = chains * spread_ess(means, load_reference(name).sd)
+        ess = chains * spread_ess(means, ref_sds[name])
         evals = np.mean([r.evals for r in runs])
         print(f"| {name} | {label} | {len(means)} | {np.min(ess):.0f}, {np.median(ess):.0f} "
               f"| {1000 * np.min(ess) / evals:.1f} |", flush=True)

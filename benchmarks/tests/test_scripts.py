@@ -132,7 +132,8 @@ def test_spread_table_pools_every_chain_over_the_seeds(capsys):
     means = [rng.normal(size=(2, sd.size)) * sd for _ in range(3)]  # 3 seeds, 2 chains
     runs = [RunResult("censored", "x", 10, 10, 2, seed, evals=2000, chain_means=m.tolist())
             for seed, m in enumerate(means)]
-    print_spread({("censored", "x"): runs, ("censored", "empty"): []}, chains=2)
+    print_spread({("censored", "x"): runs, ("censored", "empty"): []}, chains=2,
+                 ref_sds={"censored": sd})
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| censored | x |"))
     ess = 2 * sd**2 / np.concatenate(means).var(axis=0, ddof=1)
