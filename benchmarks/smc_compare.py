@@ -407,8 +407,10 @@ def over_seeds(runs: list[dict], ref: Reference) -> str:
                 and abs(s["sd_ratio"][0] - 1) <= CRITERIA["sd"]
                 and abs(s["sd_ratio"][1] - 1) <= CRITERIA["sd"] for s in
                 (r["summary"] for r in runs)) and rhat <= CRITERIA["rhat"]
-    return (f"   over {len(runs)} seeds: R-hat {rhat:.3f}, ESS per replicate from the spread "
-            f"of their means {spread}, meets all four: {'yes' if meets else 'no'}")
+    kind = "chain" if "chain_means" in runs[0] else "run"
+    return (f"   over {len(runs)} seeds: R-hat {rhat:.3f}, ESS per replicate (one {kind}) "
+            f"from the spread of their means {spread}, meets all four: "
+            f"{'yes' if meets else 'no'}")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
