@@ -144,8 +144,10 @@ def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
 def steps_for_acceptance(accept: float, dim: int) -> int:
     """Iterations per draw after tuning: about ``0.4 / accept`` (one when independence
     moves are accepted 40 % of the time or more), at most the kernels' default
-    ``max(5, d)``.  ESS per evaluation hardly depends on it; one iteration per draw keeps
-    a run of ``pm.sample``'s 1000 draws per chain near one evaluation per draw."""
+    ``max(5, d)``.  One iteration per draw keeps a run of ``pm.sample``'s 1000 draws per
+    chain near one evaluation per draw; more iterations (``n_steps=``) raise the ESS per
+    run, and per evaluation where the build's evaluations weigh (measured on
+    docs/benchmarks/emulator.md, "emulator-steps-losses")."""
     if not accept > 0:
         return max(MIN_STEPS, dim)
     return int(min(max(MIN_STEPS, dim), max(1, math.ceil(0.4 / accept - 1e-9))))
