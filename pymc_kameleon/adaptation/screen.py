@@ -49,7 +49,8 @@ from ..math.surrogate_regression import KernelRidgeSurrogate
 from ..validation import check_at_least
 from .kernel import ChainState, Iteration, Metropolis, Proposal, rejected_outright
 
-__all__ = ["ScreenDraw", "ScreenState", "ScreenedMetropolis", "SurrogateScreen"]
+__all__ = ["DelayedMetropolis", "ScreenDraw", "ScreenState", "ScreenTally", "ScreenedMetropolis",
+           "SurrogateScreen"]
 
 
 @dataclass
@@ -303,12 +304,12 @@ class SurrogateScreen:
         return out
 
 
-class ScreenedMetropolis:
-    """The step's :class:`~.kernel.Metropolis` with a surrogate screen in front of it.
+class DelayedMetropolis:
+    """The step's :class:`~.kernel.Metropolis` with a surrogate in front of it: the
+    two-stage delayed acceptance of Christen and Fox (2005).
 
-    While the screen is inactive (and for a probe, or a proposal the step rejects without
-    evaluating) :meth:`step` is the wrapped step's, unchanged.  Active, one iteration from
-    ``x`` (whitened ``u``) to the proposal ``y`` with log correction ``c`` is
+    One iteration from ``x`` (whitened ``u``) to the proposal ``y`` with log correction
+    ``c`` is
 
     * stage 1, no evaluation: pass with ``min(1, exp(s(y) - s(x) + c))``;
     * stage 2, one evaluation (the wrapped ``evaluate``): accept with ``min(1, exp(r2))``,
@@ -319,11 +320,14 @@ class ScreenedMetropolis:
     ``p(x) q(y|x) a1 a2 = min(s(x) q(y|x), s(y) q(x|y)) min(p(x) / s(x), p(y) / s(y))``
     is symmetric in ``x`` and ``y`` (Christen and Fox 2005, Theorem 1); for a Hamiltonian
     proposal ``c = K(p) - K(p*)`` plays the part of ``log q(x|y) - log q(y|x)`` and the
-    same product is symmetric under the momentum flip.  ``s`` is a function of the model
-    point, and a whitening map is affine, so its constant Jacobian cancels in both ratios.
+    same product is symmetric under the momentum flip, and for an independence proposal
+    ``g`` it is ``log g(x) - log g(y)``.  ``s`` is a function of the model point, and a
+    whitening map is affine, so its constant Jacobian cancels in both ratios.
     ``log p(x)`` is the value stored with the chain, never recomputed: with a likelihood
     estimator the chain is the pseudo-marginal one on the extended space (Sherlock,
-    Golightly and Henderson 2017).
+    Golightly and Henderson 2017).  A probe, a proposal the step rejects without
+    evaluating, or a current point where ``s`` is not finite goes to the wrapped step
+    unchanged.
 
     ``accept_prob`` of the returned :class:`~.kernel.Iteration` is stage 2's probability
     after a pass and 0 after a stage-1 rejection: its expectation given the proposal is
@@ -335,16 +339,35 @@ class ScreenedMetropolis:
     ----------
     mh : Metropolis
         The step's decisions (its ``rng`` draws stage 1's uniform too).
-    screen : SurrogateScreen
-    state : ScreenState
-        The chain's screen; the caller feeds it every evaluated point (``screen.update``).
+    log_s : callable
+        The surrogate: rows of model points to log densities (a frozen function).
+    tally : ScreenTally, optional
+        Counts the screened, passed and accepted iterations.
     """
 
-    def __init__(self, mh: Metropolis, screen: SurrogateScreen, state: ScreenState) -> None:
-        self.mh = mh
-        self.screen = screen
-        self.state = state
+    def __init__(self, mh: Metropolis, log_s, tally: ScreenTally | None = None) -> None:
+        self.mh, self._log_s = mh, log_s
+        self._tally = tally if tally is not None else ScreenTally()
         self._cached: tuple[int, np.ndarray, float] | None = None  # (version, u, s(x))
+        self.last_logp = math.nan  # the target's value at the last evaluated proposal
+
+    @property
+    def active(self) -> bool:
+        """Whether stage 1 screens (else the wrapped step's iteration)."""
+        return True
+
+    @property
+    def version(self) -> int:
+        """Changes whenever ``s`` does (a cached value is valid for one version)."""
+        return 0
+
+    @property
+    def tally(self) -> ScreenTally:
+        return self._tally
+
+    def log_surrogate(self, X: np.ndarray) -> np.ndarray:
+        """``s`` at rows ``X`` (model coordinates), returning ``(n,)``."""
+        return np.atleast_1d(np.asarray(self._log_s(np.atleast_2d(X)), dtype=float))
 
     @property
     def rng(self) -> np.random.Generator:
@@ -363,23 +386,22 @@ class ScreenedMetropolis:
     def _surrogate_at(self, position: np.ndarray) -> float:
         """``s`` at the chain's whitened ``position``, computed once per position and fit."""
         c = self._cached
-        if c is not None and c[0] == self.state.version and np.array_equal(c[1], position):
+        if c is not None and c[0] == self.version and np.array_equal(c[1], position):
             return c[2]
-        value = float(self.screen.log_density(self.state, self.to_x(position))[0])
-        self._cached = (self.state.version, np.array(position, copy=True), value)
+        value = float(self.log_surrogate(self.to_x(position))[0])
+        self._cached = (self.version, np.array(position, copy=True), value)
         return value
 
     def step(self, state: ChainState, proposal: Proposal, adapts: bool = True,
              probe: bool = False) -> Iteration:
-        """One iteration: delayed acceptance while the screen is active, else the wrapped
-        step's."""
-        if not self.state.active or probe or rejected_outright(proposal):
+        """One iteration: delayed acceptance while active, else the wrapped step's."""
+        if not self.active or probe or rejected_outright(proposal):
             return self.mh.step(state, proposal, adapts, probe)
         s_x = self._surrogate_at(state.position)
         if not math.isfinite(s_x):  # the current point must be finite for the ratios
             return self.mh.step(state, proposal, adapts, probe)
-        s_y = float(self.screen.log_density(self.state, self.to_x(proposal.position))[0])
-        tally = self.state.tally
+        s_y = float(self.log_surrogate(self.to_x(proposal.position))[0])
+        tally = self.tally
         tally.screened += 1
         log_r1 = stage1_log_ratio(s_x, s_y, proposal.log_correction)
         u = self.rng.random()
@@ -387,12 +409,43 @@ class ScreenedMetropolis:
             return Iteration(state, 0.0, False, 0, adapts, probe)
         tally.passed += 1
         new, x_new = self.mh.evaluate(proposal.position)
+        self.last_logp = new.logp
         log_r2 = stage2_log_ratio(state.logp, new.logp, s_x, s_y)
         moved_to, accept_prob, accepted = self.mh.decide(state, new, x_new, log_r2)
         if accepted:
             tally.accepted += 1
             # the surrogate at the new position: s(y) unless evaluating rounded the position
             if np.array_equal(moved_to.position, proposal.position):
-                self._cached = (self.state.version, np.array(moved_to.position, copy=True),
-                                s_y)
+                self._cached = (self.version, np.array(moved_to.position, copy=True), s_y)
         return Iteration(moved_to, accept_prob, accepted, 1, adapts, probe)
+
+
+class ScreenedMetropolis(DelayedMetropolis):
+    """:class:`DelayedMetropolis` with a chain's learned surrogate screen: it screens while
+    the screen is active (and passes through otherwise); a refit changes ``s``.
+
+    Parameters
+    ----------
+    mh : Metropolis
+        The step's decisions (its ``rng`` draws stage 1's uniform too).
+    screen : SurrogateScreen
+    state : ScreenState
+        The chain's screen; the caller feeds it every evaluated point (``screen.update``).
+    """
+
+    def __init__(self, mh: Metropolis, screen: SurrogateScreen, state: ScreenState) -> None:
+        super().__init__(mh, lambda X: screen.log_density(state, X))
+        self.screen = screen
+        self.state = state
+
+    @property
+    def active(self) -> bool:
+        return self.state.active
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def tally(self) -> ScreenTally:
+        return self.state.tally  # replaced at every draw's stats
