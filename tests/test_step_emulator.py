@@ -25,9 +25,12 @@ from pymc_kameleon.adaptation.independence import (
     EmulatorMoves,
     IndependenceProposal,
     independence_step,
+    stage1_pass_rate,
     steps_for_acceptance,
+    steps_for_screen,
 )
 from pymc_kameleon.adaptation.kernel import ChainState
+from pymc_kameleon.adaptation.screen import DelayedMetropolis
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.emulator import EmulatorSettings
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator
@@ -36,8 +39,10 @@ from pymc_kameleon.steps.emulated import run_warnings
 
 TUNE, DRAWS = 200, 400
 # the fast tests fit the emulator's posterior with fewer draws (its tempering is most of a
-# chain's time); the slow ones run the defaults
-CHEAP = EmulatorMoves(EmulatorSettings(search_starts=4, search_keep=1), posterior_draws=300)
+# chain's time); the slow ones run the defaults.  The cheap run screens its moves (delayed
+# acceptance), so that its bill checks the screen's
+CHEAP = EmulatorMoves(EmulatorSettings(search_starts=4, search_keep=1), posterior_draws=300,
+                      delayed=True)
 STEPS = [pk.KameleonStep, pk.FastKameleonStep, pk.KernelHMCStep, pk.RandomWalkStep]
 
 
@@ -104,6 +109,48 @@ def test_independence_ratio_matches_an_independent_computation():
     assert len(log_weights) == len(starts)
 
 
+def test_screened_independence_ratios_match_an_independent_computation():
+    """With the emulator's screen, stage 1 passes ``y`` iff ``log u < s(y) - s(x) + log
+    g(x) - log g(y)`` (no evaluation otherwise) and stage 2 accepts with ``log p(y) -
+    log p(x) - (s(y) - s(x))``, every ``g`` density from SciPy; the screen's own
+    acceptance of ``g`` (:func:`stage1_pass_rate`) is the mean of ``min(1, r1)``."""
+    rng = np.random.default_rng(5)
+    X = rng.multivariate_normal([0, 0], GAUSS_COV, 400)
+    g = IndependenceProposal.fit(X, rng, EmulatorSettings())
+    target = stats.multivariate_normal(np.zeros(2), GAUSS_COV)
+    s_model = stats.multivariate_normal([0.4, -0.3], 1.5 * GAUSS_COV)  # a wrong emulator
+    mh = _Recorder(target.logpdf, None)
+    mh.to_x = lambda u: u
+    passed, log_weights = 0, []
+    for i, x in enumerate(rng.multivariate_normal([0, 0], GAUSS_COV, 40)):
+        mh.rng = np.random.default_rng(i)
+        screen = DelayedMetropolis(mh, s_model.logpdf)
+        replay = np.random.default_rng(i)
+        y, u = g.sample(replay), replay.random()
+        before = len(mh.log_accepts)
+        it, _ = independence_step(mh, ChainState(x, target.logpdf(x)), x, g, lambda v: v,
+                                  log_weights, screen)
+        r1 = s_model.logpdf(y) - s_model.logpdf(x) + _g_by_scipy(g, x) - _g_by_scipy(g, y)
+        assert it.n_evals == int(np.log(u) < r1) == len(mh.log_accepts) - before
+        if it.n_evals:
+            passed += 1
+            r2 = (target.logpdf(y) - target.logpdf(x) - s_model.logpdf(y)
+                  + s_model.logpdf(x))
+            assert mh.log_accepts[-1] == pytest.approx(r2, rel=1e-9, abs=1e-9)
+            want = target.logpdf(y) - _g_by_scipy(g, y)
+            assert log_weights[-1] == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert 0 < passed < 40 and len(log_weights) == passed
+    # the screen's acceptance of g, against a direct average over the same pairs
+    D = s_model.rvs(500, random_state=1)
+    rate = stage1_pass_rate(g, s_model.logpdf, D, np.random.default_rng(2), n=300)
+    pick = np.random.default_rng(2)
+    Xs = D[pick.integers(len(D), size=300)]
+    Y = g.sample_rows(300, pick)
+    r1 = np.array([s_model.logpdf(y) - s_model.logpdf(x) + _g_by_scipy(g, x)
+                   - _g_by_scipy(g, y) for x, y in zip(Xs, Y, strict=True)])
+    assert rate == pytest.approx(np.mean(np.exp(np.minimum(r1, 0.0))), rel=1e-9)
+
+
 def test_settings_and_iterations_per_draw():
     assert EmulatorMoves.of(False) is None and EmulatorMoves.of(True) == EmulatorMoves()
     settings = EmulatorSettings(max_dim=3)
@@ -114,6 +161,10 @@ def test_settings_and_iterations_per_draw():
     assert steps_for_acceptance(0.39, 4) == 2 and steps_for_acceptance(0.15, 4) == 3
     assert steps_for_acceptance(0.01, 8) == 8
     assert steps_for_acceptance(float("nan"), 2) == 5
+    # the screen: evaluations per iteration 0.8 * 0.5 + 0.2 = 0.6, so 1 -> 2, 3 -> 5
+    assert steps_for_screen(1, 0.5, 0.8) == 2 and steps_for_screen(3, 0.5, 0.8) == 5
+    assert steps_for_screen(2, 1.0, 0.8) == 2 and steps_for_screen(2, float("nan"), 0.8) == 2
+    assert steps_for_screen(2, 0.0, 1.0) == 8  # at most four times
 
 
 # ------------------------------------------------------------------ a cheap run
@@ -176,13 +227,31 @@ def test_tuning_ends_at_a_truly_evaluated_point(gauss_run):
     idata, _, _ = gauss_run
     x = group_dataset(idata, "posterior")["x"].values
     ss = group_dataset(idata, "sample_stats")
-    lp, n_evals, n_steps = (ss[k].values for k in ("lp", "n_evals", "n_steps"))
-    np.testing.assert_array_equal(n_evals[:, 0], n_steps[:, 0] + 1)
-    np.testing.assert_array_equal(n_evals[:, 1:], n_steps[:, 1:])
+    lp, n_evals, n_steps, passed = (ss[k].values for k in ("lp", "n_evals", "n_steps",
+                                                           "emulator_stage1"))
+    # one evaluation per iteration the emulator's screen passed
+    evaluated = np.rint(passed * n_steps).astype(int)
+    np.testing.assert_array_equal(n_evals[:, 0], evaluated[:, 0] + 1)
+    np.testing.assert_array_equal(n_evals[:, 1:], evaluated[:, 1:])
     with _gauss_model() as model:
         true_logp = model.compile_logp()
     want = np.array([[true_logp({"x": p}) for p in chain] for chain in x])
     np.testing.assert_allclose(lp, want, rtol=1e-10, atol=1e-10)
+
+
+def test_without_the_screen_every_iteration_evaluates(tmp_path):
+    """``delayed=False``: after tuning one true evaluation per iteration (no screen)."""
+    model = _gauss_model()
+    counter = add_counter(model, tmp_path / "evals")
+    counter.reset()
+    moves = EmulatorMoves(CHEAP.settings, posterior_draws=300, delayed=False)
+    idata, _ = _sample(model, lambda: pk.KameleonStep(emulator=moves, tune_draws=60),
+                       chains=1, tune=60, draws=30)
+    ss = group_dataset(idata, "sample_stats")
+    n_evals, n_steps = ss["n_evals"].values, ss["n_steps"].values
+    np.testing.assert_array_equal(n_evals[:, 1:], n_steps[:, 1:])
+    assert np.isnan(ss["emulator_stage1"].values).all()
+    assert ss["n_evals_total"].values[:, -1].sum() == counter.count
 
 
 # ------------------------------------------------------------------ thin tails: a warning
@@ -288,12 +357,14 @@ def test_exact_on_a_correlated_gaussian_group_design(step_class):
 
 
 @pytest.mark.slow
-def test_a_wrong_emulator_costs_evaluations_not_correctness(monkeypatch):
-    """An emulator shifted by one sd in each coordinate: the tuning moves and ``g`` follow
-    it, the true evaluations decide.  Eight chains, four disjoint pairs, at least three
-    pass as in the test above, while the shifted emulator's own posterior (``g``'s draws)
-    fails the criterion; the variant whose ratio drops ``log g(x) - log g(y)`` failed the
-    pairs' count."""
+@pytest.mark.parametrize("delayed", [False, True], ids=["unscreened", "screened"])
+def test_a_wrong_emulator_costs_evaluations_not_correctness(monkeypatch, delayed):
+    """An emulator shifted by one sd in each coordinate: the tuning moves, ``g`` and (with
+    ``delayed``) the screen follow it, the true evaluations decide.  Eight chains, four
+    disjoint pairs, at least three pass as in the test above, while the shifted
+    emulator's own posterior (``g``'s draws) fails the criterion; the variant whose ratio
+    drops ``log g(x) - log g(y)`` failed the pairs' count, and so did (0 of 4 pairs) the
+    screened variant whose second stage drops the emulator's ``s(x) - s(y)``."""
     shift = np.sqrt(np.diag(GAUSS_COV))
     right = LogDensityEmulator.__call__
     monkeypatch.setattr(LogDensityEmulator, "__call__",
@@ -302,7 +373,8 @@ def test_a_wrong_emulator_costs_evaluations_not_correctness(monkeypatch):
     sample = IndependenceProposal.sample
     monkeypatch.setattr(IndependenceProposal, "sample",
                         lambda self, rng: drawn.append(sample(self, rng)) or drawn[-1])
-    idata, _ = _sample(_gauss_model(), lambda: pk.KameleonStep(emulator=True, tune_draws=TUNE),
+    moves = EmulatorMoves(delayed=delayed)
+    idata, _ = _sample(_gauss_model(), lambda: pk.KameleonStep(emulator=moves, tune_draws=TUNE),
                        chains=8, draws=1000, seed=12)
     x = group_dataset(idata, "posterior")["x"].values
     assert gaussian_groups_passing(x, GAUSS_COV, n_groups=4) >= 3
@@ -316,11 +388,14 @@ def test_a_wrong_emulator_costs_evaluations_not_correctness(monkeypatch):
 
 
 @pytest.mark.slow
-def test_likelihood_estimator_stays_exact():
+@pytest.mark.parametrize("delayed", [False, True], ids=["unscreened", "screened"])
+def test_likelihood_estimator_stays_exact(delayed):
     """A noisy (pseudo-marginal) log likelihood: the stored estimate travels with its
-    point, so the chains target the exact posterior."""
+    point (also through the screen's second stage), so the chains target the exact
+    posterior."""
+    moves = EmulatorMoves(delayed=delayed)
     idata, _ = _sample(noisy_model(1.0),
-                       lambda: pk.KameleonStep(emulator=True, tune_draws=TUNE), chains=4,
+                       lambda: pk.KameleonStep(emulator=moves, tune_draws=TUNE), chains=4,
                        draws=1000, seed=2)
     mu = group_dataset(idata, "posterior")["mu"].values
     assert abs(mean_error_in_mcse(mu, NOISY_POST_MEAN, NOISY_POST_SD)) < 4

@@ -6,11 +6,13 @@ Usage::
     python -m benchmarks.research.step_emulator [--models pk,hare-lynx] [--seeds 1,2,3]
                                       [--steps kamh,fkamh,rw,khmc] [--with-plain]
                                       [--settings defensive_weight=0.2,defensive_scale=2]
+                                      [--moves delayed=True,weight=0.9]
     python -m benchmarks.research.step_emulator --g-tails [--models pk] [--seeds 1,2]
 
 The first form runs each step of ``--steps`` with ``emulator=`` (the step's default
 :class:`~pymc_kameleon.adaptation.independence.EmulatorMoves`, or with ``--settings``
-replacing fields of its :class:`~pymc_kameleon.emulator.EmulatorSettings`), and with
+replacing fields of its :class:`~pymc_kameleon.emulator.EmulatorSettings` and ``--moves``
+fields of the moves), and with
 ``--with-plain`` also without, through :func:`benchmarks.suite.variants.compare_variants`
 (every evaluation counted; min bulk ESS, ESS per 1000 evaluations, max R-hat, the suite's
 criteria, the evaluations, the worst sd ratio).
@@ -44,13 +46,20 @@ __all__ = ["g_tails", "main", "variants"]
 DEFENSIVE = [(0.2, 2.0, 5.0), (0.3, 4.0, 3.0), (0.3, 3.0, 5.0), (0.4, 3.0, 3.0)]
 
 
-def moves(settings: str) -> EmulatorMoves:
-    """The steps' default moves with ``"name=value,..."`` replacing settings fields."""
+def _fields(text: str) -> dict:
+    """``"name=value,..."`` as a dict of Python literals."""
+    if not text:
+        return {}
+    return {k: ast.literal_eval(v) for k, v in (i.split("=") for i in text.split(","))}
+
+
+def moves(settings: str, move_fields: str = "") -> EmulatorMoves:
+    """The steps' default moves with ``"name=value,..."`` replacing fields of its
+    settings (``settings``) and of the moves themselves (``move_fields``)."""
     base = EmulatorMoves()
-    if not settings:
-        return base
-    over = {k: ast.literal_eval(v) for k, v in (i.split("=") for i in settings.split(","))}
-    return EmulatorMoves(dataclasses.replace(base.settings, **over))
+    return dataclasses.replace(base, settings=dataclasses.replace(base.settings,
+                                                                  **_fields(settings)),
+                               **_fields(move_fields))
 
 
 def variants(steps: list[str], emulator: EmulatorMoves, with_plain: bool = False) -> dict:
@@ -124,10 +133,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = runs_parser(__doc__.splitlines()[0], steps="kamh,fkamh,rw,khmc")
     parser.add_argument("--with-plain", action="store_true")
     parser.add_argument("--settings", default="", help="EmulatorSettings fields, name=value,...")
+    parser.add_argument("--moves", default="", help="EmulatorMoves fields, name=value,...")
     parser.add_argument("--g-tails", action="store_true")
     args = parser.parse_args(argv)
     models, seeds = args.models.split(","), [int(s) for s in args.seeds.split(",")]
-    emulator = moves(args.settings)
+    emulator = moves(args.settings, args.moves)
     if args.g_tails:
         print("| model | seed | defensive weight, scale, df | Kish ESS / n | k-hat | "
               "acceptance | log w above median, 90 / 99 / 99.9 % |")

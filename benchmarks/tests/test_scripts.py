@@ -288,13 +288,17 @@ def test_work_cap_escalation_reaches_further_than_one_window():
 
 def test_step_emulator_variants_and_settings():
     """``benchmarks.research.step_emulator``: ``--settings`` replaces fields of the steps'
-    default settings; each step runs with the emulator, and without it on request."""
+    default settings, ``--moves`` of the moves; each step runs with the emulator, and
+    without it on request."""
     from benchmarks.research import step_emulator
 
     moves = step_emulator.moves("defensive_weight=0.2,defensive_df=5.0")
     default = step_emulator.moves("")
     assert moves.settings.defensive_weight == 0.2 and moves.settings.defensive_df == 5.0
     assert moves.settings.search_starts == default.settings.search_starts == 4
+    delayed = step_emulator.moves("", "delayed=True,weight=0.9")
+    assert delayed.delayed and delayed.weight == 0.9
+    assert delayed.settings == default.settings
     assert list(step_emulator.variants(["kamh"], default)) == ["KameleonStep, emulator"]
     assert list(step_emulator.variants(["rw"], default, with_plain=True)) == [
         "RandomWalkStep", "RandomWalkStep, emulator"]

@@ -14,6 +14,13 @@ rounds) and fits a defensive mixture ``g`` to the emulator's posterior
   them does not depend on the state, so their mixture leaves the target invariant; nothing
   adapts after tuning and the current value is the stored one (a likelihood estimate stays
   with its point), so the chain is exact also for a pseudo-marginal log density.
+* with ``delayed=True`` the frozen emulator screens both moves after tuning
+  as the first stage of delayed acceptance (:class:`~.screen.DelayedMetropolis`): a
+  proposal it rejects costs no evaluation, one it passes is evaluated and corrected by
+  ``p / emulator``, so the chain stays exact whatever the emulator is.  ``g`` is fitted to
+  draws of the emulator's posterior and accepted against it only about half the time, so
+  the screen saves about half the evaluations; the chain spends them on more iterations
+  per draw (:func:`steps_for_screen`).
 
 This module is free of PyMC; :mod:`pymc_kameleon.steps.emulated` drives it for a step.
 """
@@ -30,9 +37,11 @@ from ..emulator import EmulatorSettings
 from ..emulator.correction import DefensiveMixture, correction_proposal
 from ..math.whitening import AffineMap
 from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, rejected_outright
+from .screen import DelayedMetropolis
 
 __all__ = ["EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
-           "independence_log_ratio", "independence_step", "steps_for_acceptance"]
+           "independence_log_ratio", "independence_step", "stage1_pass_rate",
+           "steps_for_acceptance", "steps_for_screen"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,13 @@ class EmulatorMoves:
         The trial's acceptance below which the chain samples without the emulator.
     posterior_draws : int
         Draws of the emulator's posterior (its tempering) that the mixture is fitted to.
+    delayed : bool
+        After tuning, screen every move with the emulator first (delayed acceptance) and
+        take as many more iterations per draw as the screen saves evaluations.  Exact,
+        and about 1.5 times the ESS per evaluation in the bulk, but a chain visits regions
+        where the emulator is too low rarely and stays long, so tails can come out short
+        or a chain stick (docs/benchmarks/emulator.md, "emulator-steps-delayed"); off by
+        default.
     """
 
     settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
@@ -69,6 +85,7 @@ class EmulatorMoves:
     trial: int | None = None
     min_accept: float = 0.2
     posterior_draws: int = 1000
+    delayed: bool = False
 
     @classmethod
     def of(cls, emulator: bool | EmulatorSettings | EmulatorMoves) -> EmulatorMoves | None:
@@ -86,6 +103,7 @@ class EmulatorMoves:
 
     def n_trial(self, dim: int) -> int:
         return int(self.trial) if self.trial is not None else max(30, 5 * dim)
+
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,10 @@ class IndependenceProposal:
         """One draw of ``g`` (model coordinates)."""
         return self.whitening.rows_to_x(self.mixture.sample(1, rng))[0]
 
+    def sample_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` draws of ``g`` (rows, model coordinates)."""
+        return self.whitening.rows_to_x(self.mixture.sample(n, rng))
+
 
 def independence_log_ratio(logp_new: float, logp_cur: float, logg_new: float,
                            logg_cur: float) -> float:
@@ -123,15 +145,30 @@ def independence_log_ratio(logp_new: float, logp_cur: float, logg_new: float,
 def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
                       g: IndependenceProposal,
                       to_u: Callable[[np.ndarray], np.ndarray],
-                      log_weights: list | None = None) -> tuple[Iteration, np.ndarray]:
+                      log_weights: list | None = None,
+                      screen: DelayedMetropolis | None = None) -> tuple[Iteration, np.ndarray]:
     """One independence move from ``state`` (model point ``x``, its stored value in
     ``state.logp``; ``to_u``: model point to the kernels' whitened position): one
     evaluation at ``y ~ g``; the iteration and the chain's point afterwards.  A list
     ``log_weights`` gets the importance weight ``log p(y) - log g(y)`` of a finite
-    ``log p(y)`` (its Pareto k-hat says how well ``g`` covers the tails)."""
+    ``log p(y)`` (its Pareto k-hat says how well ``g`` covers the tails).
+
+    With ``screen`` (wrapping ``mh``) the move is its delayed acceptance with the
+    correction ``log g(x) - log g(y)``: a proposal stage 1 rejects costs no evaluation and
+    adds no weight.  The weights are then those of the proposals the screen passed; it
+    drops mostly low ones, so the largest weights, which k-hat's Pareto fit reads, are
+    kept."""
     position = to_u(g.sample(mh.rng))
     if not math.isfinite(np.add.reduce(position)):
         return Iteration(state, 0.0, False, 0), x
+    if screen is not None:
+        y = mh.to_x(position)
+        logg_new = float(g.logpdf(y)[0])
+        it = screen.step(state, Proposal(position, float(g.logpdf(x)[0]) - logg_new))
+        if (it.n_evals and log_weights is not None
+                and math.isfinite(screen.last_logp - logg_new)):
+            log_weights.append(screen.last_logp - logg_new)
+        return it, (y if it.accepted else x)
     new, x_new = mh.evaluate(position)
     logg_new = float(g.logpdf(x_new)[0])
     if log_weights is not None and math.isfinite(new.logp - logg_new):
@@ -139,6 +176,22 @@ def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
     log_r = independence_log_ratio(new.logp, state.logp, logg_new, float(g.logpdf(x)[0]))
     moved, accept_prob, accepted = mh.decide(state, new, x_new, log_r)
     return Iteration(moved, accept_prob, accepted, 1), (x_new if accepted else x)
+
+
+def stage1_pass_rate(g: IndependenceProposal, log_density: Callable[[np.ndarray], np.ndarray],
+                     X: np.ndarray, rng: np.random.Generator, n: int = 2000) -> float:
+    """The emulator's own acceptance of independence proposals from ``g``: the mean of
+    ``min(1, e(y) g(x) / (e(x) g(y)))`` over ``n`` pairs, ``x`` drawn from the rows ``X``
+    (draws of the emulator's posterior ``e``), ``y ~ g``.  It is the fraction of
+    independence moves that pass the screen once the chain samples ``e``'s posterior
+    (no true evaluation)."""
+    Xs = np.asarray(X, dtype=float)[rng.integers(len(X), size=n)]
+    Y = g.sample_rows(n, rng)
+    with np.errstate(invalid="ignore", over="ignore"):
+        log_r = (np.asarray(log_density(Y), float) - np.asarray(log_density(Xs), float)
+                 + g.logpdf(Xs) - g.logpdf(Y))
+    log_r = np.where(np.isnan(log_r), -np.inf, log_r)
+    return float(np.mean(np.exp(np.minimum(log_r, 0.0))))
 
 
 def steps_for_acceptance(accept: float, dim: int) -> int:
@@ -151,6 +204,23 @@ def steps_for_acceptance(accept: float, dim: int) -> int:
     if not accept > 0:
         return max(MIN_STEPS, dim)
     return int(min(max(MIN_STEPS, dim), max(1, math.ceil(0.4 / accept - 1e-9))))
+
+
+#: The screen's largest factor on the iterations per draw (the surrogate screen's too).
+MAX_SCREEN_FACTOR = 4.0
+
+
+def steps_for_screen(steps: int, pass_rate: float, weight: float) -> int:
+    """Iterations per draw with the emulator's screen: ``steps`` (the rule without it)
+    times the iterations one evaluation buys, ``1 / (weight pass_rate + 1 - weight)``
+    (independence moves pass at ``pass_rate``; local moves are counted as evaluated, an
+    upper bound), rounded, at most ``MAX_SCREEN_FACTOR`` times ``steps``.  A draw so costs
+    about the evaluations it costs without the screen, and gains the ESS of the extra
+    iterations in the bulk (docs/benchmarks/emulator.md, "emulator-steps-delayed")."""
+    if not 0.0 <= pass_rate <= 1.0:  # NaN: nothing known, nothing gained
+        return steps
+    factor = 1.0 / max(weight * pass_rate + 1.0 - weight, 1.0 / MAX_SCREEN_FACTOR)
+    return max(steps, round(steps * factor))
 
 
 class EmulatedMetropolis:

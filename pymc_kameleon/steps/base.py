@@ -97,11 +97,13 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         true evaluations, counted), the rest of tuning moves on the emulator (free), and
         after tuning each iteration is, with probability ``weight``, an independence
         proposal from a defensive mixture fitted to the emulator's posterior, otherwise the
-        kernel's own move (exact: a mixture of two Metropolis-Hastings kernels).  Where it
-        does not pay the chain samples without it, with one warning.  Needs a block that
-        is the whole model with a prior that can be drawn from; not with ``screen``.
-        Stats ``emulator_active``, ``emulator_phase``, ``accept_independent``,
-        ``accept_local``.
+        kernel's own move (exact: a mixture of two Metropolis-Hastings kernels); with
+        ``EmulatorMoves(delayed=True)`` both are screened by the emulator first (delayed
+        acceptance, exact).  Where it does not pay the chain samples without it, with one
+        warning.  Needs a block that is the whole model with a prior that can be drawn
+        from; not with ``screen`` (the emulator screens its own moves with
+        ``delayed=True``).  Stats ``emulator_active``, ``emulator_phase``,
+        ``accept_independent``, ``accept_local``, ``emulator_stage1``.
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)

@@ -105,7 +105,8 @@ class Chain:
             screen = SurrogateScreen() if screen else None
         self.screen = screen
         if emulator is not None and screen is not None:
-            raise ValueError("emulator=... and screen=... cannot be combined yet")
+            raise ValueError("emulator=... and screen=... cannot be combined: after tuning "
+                             "the emulator screens the moves itself (EmulatorMoves.delayed)")
         if emulator is not None and laplace is None:
             self.laplace = False  # the emulator's run searches the modes itself
         self.emulator = (None if emulator is None

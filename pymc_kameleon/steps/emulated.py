@@ -6,7 +6,8 @@ and the step's log density (every call a counted true evaluation), runs the run'
 and design rounds at the chain's first tuning draw, fits the independence proposal ``g`` to
 the emulator's posterior, and measures it in a short trial on the true density.  Each draw
 then gets an :class:`EmulatorDraw`: the kernels' moves on the emulator while tuning, the
-mixture of independence and local moves after.  Where the emulator does not pay (the run
+mixture of independence and local moves after (with ``delayed=True`` each screened by the
+emulator first: delayed acceptance).  Where the emulator does not pay (the run
 falls back, or the trial accepts too rarely) the chain tunes and samples as without it,
 from the trial's point, with one warning per step and the stat ``emulator_phase``.
 """
@@ -25,9 +26,12 @@ from ..adaptation.independence import (
     EmulatorMoves,
     IndependenceProposal,
     independence_step,
+    stage1_pass_rate,
     steps_for_acceptance,
+    steps_for_screen,
 )
 from ..adaptation.kernel import ChainState, Iteration, Metropolis
+from ..adaptation.screen import DelayedMetropolis
 from ..compat.arviz import pareto_khat
 from ..emulator import EmulatorProblem, EmulatorRun
 from ..emulator.surrogate import LogDensityEmulator
@@ -44,7 +48,7 @@ EMULATOR_PHASES = ("off", "tuning", "sampling", "fallback")
 #: The emulator's stats of a draw without it.
 EMULATOR_OFF = {"emulator_active": False, "emulator_phase": 0,
                 "accept_independent": math.nan, "accept_local": math.nan,
-                "independence_khat": math.nan}
+                "independence_khat": math.nan, "emulator_stage1": math.nan}
 
 #: Pareto's k-hat of the independence proposals' weights ``p / g``: estimated once a chain
 #: has made ``KHAT_MIN`` of them, again after every ``KHAT_EVERY`` more; above ``MAX_KHAT``
@@ -70,6 +74,7 @@ class EmulatorState:
     error: float = math.nan
     g: IndependenceProposal | None = None
     trial_accept: float = math.nan  # the trial's mean acceptance of independence moves
+    pass_rate: float = math.nan  # the screen's own acceptance of g (its stage 1)
     # log p(y) - log g(y) of every truly evaluated independence proposal (the trial's too),
     # and their Pareto k-hat (NaN below KHAT_MIN proposals) at khat_n of them
     log_weights: list = field(default_factory=list)
@@ -89,6 +94,7 @@ class EmulatorDraw:
         self.record = record
         self.free = state.phase == "tuning"  # the kernels' moves cost no true evaluation
         self.accepts: tuple[list, list] = ([], [])  # independence, local
+        self.screen: DelayedMetropolis | None = None  # after tuning with delayed=True
 
     @property
     def n_steps(self) -> int | None:
@@ -99,19 +105,21 @@ class EmulatorDraw:
              rng: np.random.Generator) -> Iteration:
         """One iteration: after tuning an independence move with probability ``weight`` (a
         coin that does not look at the state: the mixture of the two kernels is exact),
-        else the kernel's own move; moves on the emulator count no evaluation."""
+        else the kernel's own move, both through the screen when there is one; moves on
+        the emulator count no evaluation."""
         w = self.record
         independent = self.state.phase == "sampling" and rng.random() < self.weight
         if independent:
             it, _ = independence_step(self.mh, state, w.x, self.state.g, w.precond.to_u,
-                                      self.state.log_weights)
+                                      self.state.log_weights, self.screen)
         else:
-            it = kernel.step(kstate, state, self.mh, tune)
+            it = kernel.step(kstate, state, self.screen or self.mh, tune)
         self.accepts[0 if independent else 1].append(it.accept_prob)
         return it._replace(n_evals=0) if self.free else it
 
     def stats(self) -> dict:
         ind, loc, st = *self.accepts, self.state
+        tally = self.screen.tally if self.screen is not None else None
         n = len(st.log_weights)
         if st.phase == "sampling" and n >= KHAT_MIN and n - st.khat_n >= KHAT_EVERY:
             st.khat, st.khat_n = pareto_khat(np.asarray(st.log_weights)), n
@@ -119,7 +127,9 @@ class EmulatorDraw:
                 "emulator_phase": EMULATOR_PHASES.index(st.phase),
                 "accept_independent": float(np.mean(ind)) if ind else math.nan,
                 "accept_local": float(np.mean(loc)) if loc else math.nan,
-                "independence_khat": st.khat}
+                "independence_khat": st.khat,
+                "emulator_stage1": (tally.passed / tally.screened if tally and tally.screened
+                                    else math.nan)}
 
 
 class StepEmulator:
@@ -198,7 +208,10 @@ class StepEmulator:
             if not st.emulated:
                 record.logp, st.emulated = emulated.value(record.x), True
             mh = emulated
-        return EmulatorDraw(st, mh, self.moves.weight, evals, record)
+        out = EmulatorDraw(st, mh, self.moves.weight, evals, record)
+        if st.phase == "sampling" and self.moves.delayed:
+            out.screen = DelayedMetropolis(mh, st.emulator)
+        return out
 
     def _build(self, record, mh: Metropolis, warmup, rng: np.random.Generator,
                name: str) -> int:
@@ -238,6 +251,9 @@ class StepEmulator:
                             f"(min_accept={moves.min_accept:g})", name)
         else:
             st.phase, st.n_steps = "tuning", steps_for_acceptance(st.trial_accept, self.dim)
+            if moves.delayed:  # the screen's saved evaluations buy iterations (free)
+                st.pass_rate = stage1_pass_rate(st.g, st.emulator, run.posterior, rng)
+                st.n_steps = steps_for_screen(st.n_steps, st.pass_rate, moves.weight)
         return count[0]
 
     def _move_to_best(self, record, run: EmulatorRun, warmup, cov: np.ndarray) -> None:

@@ -56,6 +56,9 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     "accept_independent": (np.float64, []),
     "accept_local": (np.float64, []),
     "independence_khat": (np.float64, []),
+    # ... and the fraction of the draw's moves after tuning that the emulator's screen
+    # passed to a true evaluation (NaN without the screen)
+    "emulator_stage1": (np.float64, []),
 }
 
 #: The screen's stats of a step without one.
