@@ -105,7 +105,6 @@ class EmulatorMoves:
         return int(self.trial) if self.trial is not None else max(30, 5 * dim)
 
 
-
 @dataclass(frozen=True)
 class IndependenceProposal:
     """The frozen independence proposal ``g``: a defensive mixture in whitened coordinates
