@@ -35,6 +35,7 @@ import numpy as np
 
 from ..emulator import EmulatorSettings
 from ..emulator.correction import DefensiveMixture, correction_proposal
+from ..math.delayed_acceptance import stage1_log_ratio
 from ..math.whitening import AffineMap
 from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, rejected_outright
 from .screen import DelayedMetropolis
@@ -187,8 +188,7 @@ def stage1_pass_rate(g: IndependenceProposal, log_density: Callable[[np.ndarray]
     Xs = np.asarray(X, dtype=float)[rng.integers(len(X), size=n)]
     Y = g.sample_rows(n, rng)
     with np.errstate(invalid="ignore", over="ignore"):
-        log_r = (np.asarray(log_density(Y), float) - np.asarray(log_density(Xs), float)
-                 + g.logpdf(Xs) - g.logpdf(Y))
+        log_r = stage1_log_ratio(log_density(Xs), log_density(Y), g.logpdf(Xs), g.logpdf(Y))
     log_r = np.where(np.isnan(log_r), -np.inf, log_r)
     return float(np.mean(np.exp(np.minimum(log_r, 0.0))))
 

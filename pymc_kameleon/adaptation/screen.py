@@ -341,13 +341,11 @@ class DelayedMetropolis:
         The step's decisions (its ``rng`` draws stage 1's uniform too).
     log_s : callable
         The surrogate: rows of model points to log densities (a frozen function).
-    tally : ScreenTally, optional
-        Counts the screened, passed and accepted iterations.
     """
 
-    def __init__(self, mh: Metropolis, log_s, tally: ScreenTally | None = None) -> None:
+    def __init__(self, mh: Metropolis, log_s) -> None:
         self.mh, self._log_s = mh, log_s
-        self._tally = tally if tally is not None else ScreenTally()
+        self._tally = ScreenTally()
         self._cached: tuple[int, np.ndarray, float] | None = None  # (version, u, s(x))
         self.last_logp = math.nan  # the target's value at the last evaluated proposal
 
@@ -363,6 +361,7 @@ class DelayedMetropolis:
 
     @property
     def tally(self) -> ScreenTally:
+        """The screened, passed and accepted iterations so far."""
         return self._tally
 
     def log_surrogate(self, X: np.ndarray) -> np.ndarray:
