@@ -5,8 +5,10 @@
 ['FastKameleonStep', 'KameleonStep', 'KernelHMCStep', 'RandomWalkStep']
 """
 
+from .adaptation.independence import EmulatorMoves
 from .bill import add_evaluations, evaluations, sample
 from .bill import record_bill_in_attrs as _record_bill_in_attrs
+from .emulator import EmulatorSettings
 from .parallel import ExecutorError
 from .pseudo_marginal import PseudoMarginalWarning, pseudo_marginal_potential
 from .smc import KameleonSMC
@@ -15,6 +17,8 @@ from .steps.base import StepInfo
 from .steps.evaluations import LogDensityError, StartError
 
 __all__ = [
+    "EmulatorMoves",
+    "EmulatorSettings",
     "ExecutorError",
     "FastKameleonStep",
     "KameleonSMC",

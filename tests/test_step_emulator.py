@@ -21,8 +21,8 @@ from checks import (
 from scipy import stats
 
 import pymc_kameleon as pk
+from pymc_kameleon import EmulatorMoves, EmulatorSettings  # the package's own exports
 from pymc_kameleon.adaptation.independence import (
-    EmulatorMoves,
     IndependenceProposal,
     independence_step,
     stage1_pass_rate,
@@ -32,7 +32,6 @@ from pymc_kameleon.adaptation.independence import (
 from pymc_kameleon.adaptation.kernel import ChainState
 from pymc_kameleon.adaptation.screen import DelayedMetropolis
 from pymc_kameleon.compat import group_dataset
-from pymc_kameleon.emulator import EmulatorSettings
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator
 from pymc_kameleon.models.counting import add_counter
 from pymc_kameleon.steps.emulated import run_warnings
