@@ -20,12 +20,13 @@ the one-worker run's bit for bit, and where the time went, measured by timing wr
 and, against the model's exact posterior (Gaussian), the largest error of a mean in
 posterior sds and of an sd (relative), and Kish's ESS of the emulator's weights.
 ``--set name=value`` passes :class:`~pymc_kameleon.emulator.EmulatorSettings` fields (e.g.
-``--set n_subsample=100``, a cheaper tempering on the emulator).
+``--set n_subsample=100``, a cheaper tempering on the emulator, or ``--set keep_draws=True``).
 
 Usage::
 
     python -m benchmarks.emulator_workers --workers 1 2 4 8 --seeds 1 2 3
     python -m benchmarks.emulator_workers --modes emulator --set n_subsample=100
+    python -m benchmarks.emulator_workers --modes emulator --workers 1 2 4 8 --set keep_draws=True
 
 Results: ``docs/benchmarks/emulator.md`` (section "Workers").
 """
@@ -33,6 +34,7 @@ Results: ``docs/benchmarks/emulator.md`` (section "Workers").
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import time
 from collections import defaultdict
@@ -128,8 +130,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
                         help="EmulatorSettings fields (numbers)")
     args = parser.parse_args(argv)
-    settings = {k: float(v) if "." in v or "e" in v else int(v)
-                for k, v in (item.split("=", 1) for item in args.set)}
+    settings = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.set)}
     quiet_pymc()
     model = waiting_model(args.dim)
     WAIT["seconds"] = 0.0

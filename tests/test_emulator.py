@@ -346,3 +346,22 @@ def test_emulator_falls_back_when_it_predicts_held_out_points_badly():
         assert (run.phase == "fallback") == falls, run.reason
         if falls:
             assert "held-out" in run.reason and run.design_rounds == 2
+
+
+@pytest.mark.parametrize(("keep", "settle", "stand"),
+                         [(True, np.inf, True), (True, 0.0, False), (False, np.inf, False)])
+def test_design_keeps_its_draws_until_the_emulator_posterior_moved(keep, settle, stand):
+    """With ``keep_draws`` the draws of the emulator's posterior stand until the emulator
+    has moved them by ``settle`` sds: with an infinite bound the first draws stand through
+    every design round, with a bound of zero every round draws again; without it (the
+    default) every round draws again."""
+    rng = np.random.default_rng(5)
+    run = EmulatorRun(_problem(rng), EmulatorSettings(settle=settle, min_rounds=3,
+                                                      max_rounds=3, keep_draws=keep),
+                      300, rng)
+    run.step()
+    first, same = run.posterior.copy(), []
+    while run.phase == "design":
+        run.step()
+        same.append(np.array_equal(run.posterior, first))
+    assert len(same) == 3 and all(s == stand for s in same), same
