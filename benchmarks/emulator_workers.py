@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         default=["emulator", "recycle"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="EmulatorSettings fields (numbers)")
+                        help="EmulatorSettings fields (Python literals)")
     args = parser.parse_args(argv)
     settings = {k: ast.literal_eval(v) for k, v in (item.split("=", 1) for item in args.set)}
     quiet_pymc()
