@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from pymc_kameleon.math import compiled
+from pymc_kameleon.math import compiled, kamh
 from pymc_kameleon.math.jit import HAVE_NUMBA
-from pymc_kameleon.math.kamh import kamh_gram, kamh_gram_t
+from pymc_kameleon.math.kamh import kamh_gram, kamh_gram_t, kamh_grams
 from pymc_kameleon.math.linalg import (
     MultivariateNormal,
     cholesky_update,
@@ -33,6 +33,18 @@ def test_kamh_gram(d, n):
     Zt = np.ascontiguousarray(Z.T)
     for s in (0.3, 1.0, 5.0):
         _close(kamh_gram_t(y, Zt, s), kamh_gram(y, Z, s))
+
+
+@pytest.mark.parametrize("d, n, m", [(1, 5, 3), (2, 500, 1000), (9, 200, 50)])
+def test_kamh_grams(d, n, m):
+    """SMC's batched Gram: the compiled loop per point against the NumPy blocks."""
+    rng = np.random.default_rng(d)
+    Z, Y = rng.normal(size=(n, d)) + 3.0, rng.normal(size=(m, d)) + 3.0
+    for s in (0.3, 1.0, 5.0):
+        _close(kamh_grams(Y, Z, s), kamh._kamh_grams_numpy(Y, Z, s))
+    # a strided view of the points (a column slice) is read as its values
+    wide = np.column_stack([Y, Y])
+    np.testing.assert_array_equal(kamh_grams(wide[:, :d], Z, 1.0), kamh_grams(Y, Z, 1.0))
 
 
 @pytest.mark.parametrize("embedding", ["sincos", "phase"])
