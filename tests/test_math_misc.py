@@ -1,11 +1,15 @@
-"""Unit tests: robust Cholesky, Gaussian densities, online summaries, adaptation rules."""
+"""Unit tests: robust Cholesky, Gaussian densities, log-sum-exp, mixture EM, online summaries,
+adaptation rules."""
 
 import numpy as np
 import pytest
 from scipy import stats
 from scipy.linalg import cho_solve
+from scipy.special import logsumexp as scipy_logsumexp
 
 from pymc_kameleon.adaptation import GeometricSchedule, RobbinsMonro
+from pymc_kameleon.math import mixture
+from pymc_kameleon.math.importance import logsumexp
 from pymc_kameleon.math.kernels import distinct_rows
 from pymc_kameleon.math.linalg import MultivariateNormal, ridge_solves, safe_cholesky
 from pymc_kameleon.math.online import OnlineMeanCov, Reservoir, WeightedReservoir
@@ -37,6 +41,34 @@ def test_safe_cholesky_ill_conditioned_is_deterministic():
     L2, j2 = safe_cholesky(A)
     assert j1 == j2 and np.array_equal(L1, L2)
     assert np.all(np.isfinite(L1))
+
+
+@pytest.mark.parametrize("a", [np.log([1.0, 2.0, 3.0]), np.array([-1e4, -1e4 - 1.0, 3.0]),
+                               np.array([-np.inf, -np.inf]), np.array([]),
+                               np.array([np.inf, 1.0]), np.array([np.nan, 1.0]),
+                               np.array([-np.inf, 2.0])])
+def test_logsumexp_is_scipys(a):
+    np.testing.assert_allclose(logsumexp(a), scipy_logsumexp(a), rtol=1e-13)
+    A = np.stack([a, a[::-1]]) if a.size else np.zeros((2, 0))
+    for axis in (0, 1):
+        np.testing.assert_allclose(logsumexp(A, axis=axis), scipy_logsumexp(A, axis=axis),
+                                   rtol=1e-13)
+
+
+def test_em_refine_factors_a_singular_component_with_jitter():
+    """The batched factorisation falls back to safe_cholesky's jitter, one by one, when a
+    component's covariance is singular (here its points lie on a line)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    C = np.array([np.eye(2), np.ones((2, 2))])  # the second is singular
+    assert np.allclose(mixture._cholesky_factors(C[:1]), np.eye(2))
+    L = mixture._cholesky_factors(C)
+    np.testing.assert_array_equal(L[1], safe_cholesky(C[1])[0])
+    w, m, covs = mixture.em_refine(X, np.array([0.5, 0.5]), np.array([[-1.0, 0], [1.0, 0]]),
+                                   C, 20)
+    assert np.isclose(w.sum(), 1.0) and np.all(np.isfinite(covs))
+    with pytest.raises(ValueError, match="non-finite"):
+        mixture._cholesky_factors(np.array([np.eye(2), np.full((2, 2), np.nan)]))
 
 
 def test_ridge_solves_are_the_safe_cholesky_solves():

@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.linalg import LinAlgError
+from scipy.linalg.lapack import dtrtrs
 
+from .importance import logsumexp
 from .linalg import safe_cholesky
 
 __all__ = ["GaussianMixture", "em_refine", "kmeans", "min_component_size"]
@@ -95,14 +98,16 @@ def _component_logpdfs(X: np.ndarray, means: np.ndarray, chols: np.ndarray,
                        log_w: np.ndarray | None = None) -> np.ndarray:
     """``log_w[j] + log N(x_i; means[j], chols[j] chols[j]^T)`` as an array of shape
     ``(len(means), len(X))`` (``log_w`` default 0)."""
-    from scipy.linalg import solve_triangular
-
     d = X.shape[1]
     out = np.empty((len(means), len(X)))
     log_w = np.zeros(len(means)) if log_w is None else log_w
     for j, (lw, m, L) in enumerate(zip(log_w, means, chols, strict=True)):
-        z = solve_triangular(L, (X - m).T, lower=True)
-        out[j] = lw - 0.5 * np.sum(z**2, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * d * _LOG_2PI
+        # LAPACK's triangular solve as SciPy's solve_triangular calls it, without its checks
+        z, info = dtrtrs(L, (X - m).T, lower=1)
+        if info:
+            raise LinAlgError(f"singular Cholesky factor of component {j}")
+        const = lw - np.sum(np.log(L.diagonal())) - 0.5 * d * _LOG_2PI
+        out[j] = const - 0.5 * np.einsum("ij,ij->j", z, z)
     return out
 
 
@@ -150,16 +155,13 @@ def em_refine(X: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: np.nd
     >>> bool(np.isclose(w.sum(), 1.0)), bool(np.allclose(w @ m, X.mean(0)))
     (True, True)
     """
-    from scipy.special import logsumexp
-
     X = np.asarray(X, dtype=float)
     n, d = X.shape
     w, m = np.array(weights, dtype=float), np.array(means, dtype=float).reshape(-1, d)
     C = np.array(covs, dtype=float).reshape(len(w), d, d)  # also for d = 1 (scalar "covs")
     old = -np.inf
     for _ in range(int(iters)):
-        log_p = np.log(w)[:, None] + _component_logpdfs(
-            X, m, np.array([safe_cholesky(c)[0] for c in C]))
+        log_p = np.log(w)[:, None] + _component_logpdfs(X, m, _cholesky_factors(C))
         log_norm = logsumexp(log_p, axis=0)
         mean_ll = float(np.mean(log_norm))
         if mean_ll - old < tol:
@@ -177,8 +179,21 @@ def em_refine(X: np.ndarray, weights: np.ndarray, means: np.ndarray, covs: np.nd
         for j in range(len(w)):
             D = X - m[j]
             C[j] = (R[j][:, None] * D).T @ D / Nk[j]
-            C[j] += ridge * np.mean(np.diag(C[j])) * np.eye(d)
+        C += (ridge * np.mean(np.diagonal(C, axis1=1, axis2=2), axis=1))[:, None, None] * np.eye(d)
     return w / w.sum(), m, C
+
+
+def _cholesky_factors(C: np.ndarray) -> np.ndarray:
+    """:func:`~pymc_kameleon.math.linalg.safe_cholesky` of each matrix of the stack ``C``:
+    one batched factorisation when every matrix is positive definite (the usual case, the
+    same factors), else one by one with its jitter."""
+    sym = 0.5 * (C + np.swapaxes(C, -1, -2))
+    if np.all(np.isfinite(sym)):
+        try:
+            return np.linalg.cholesky(sym)
+        except LinAlgError:
+            pass
+    return np.array([safe_cholesky(c)[0] for c in C])
 
 
 @dataclass(frozen=True)
@@ -251,8 +266,6 @@ class GaussianMixture:
 
     def logpdf(self, X: np.ndarray) -> np.ndarray:
         """Log density of each row of ``X``, shape ``(len(X),)``."""
-        from scipy.special import logsumexp
-
         X = np.atleast_2d(np.asarray(X, dtype=float))
         with np.errstate(divide="ignore"):  # a zero weight is a component that is left out
             log_w = np.log(self.weights)

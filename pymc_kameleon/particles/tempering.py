@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ..adaptation.robbins_monro import log_scale_step
-from ..math.importance import resample_indices
+from ..math.importance import logsumexp, resample_indices
 from .mutation import Mutation
 from .proposal import TARGET_ACCEPT, StageProposal
 from .rules import Levelled, Refreshed, StageRules
