@@ -55,7 +55,7 @@ class EmulatorSettings:
     keep_draws : bool
         Draw the emulator's posterior again (its tempering) only once it has moved by
         ``settle`` sds since the last draws, instead of after every design round: about
-        40 % less of the main process's CPU, so more of the speed-up of many workers on a
+        30 % less of the main process's CPU, so more of the speed-up of many workers on a
         fast model, for design points chosen among older draws (on a curved tail the
         design reaches less far).
     correction_rounds : int
