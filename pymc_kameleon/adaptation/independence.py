@@ -41,8 +41,9 @@ from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, reje
 from .screen import DelayedMetropolis
 
 __all__ = ["EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
-           "independence_log_ratio", "independence_step", "stage1_pass_rate",
-           "steps_for_acceptance", "steps_for_screen"]
+           "independence_log_ratio", "independence_step", "pair_acceptance",
+           "stage1_pass_rate", "steps_for_acceptance", "steps_for_screen",
+           "trial_acceptance"]
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,15 @@ def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
                       g: IndependenceProposal,
                       to_u: Callable[[np.ndarray], np.ndarray],
                       log_weights: list | None = None,
-                      screen: DelayedMetropolis | None = None) -> tuple[Iteration, np.ndarray]:
+                      screen: DelayedMetropolis | None = None,
+                      proposals: list | None = None) -> tuple[Iteration, np.ndarray]:
     """One independence move from ``state`` (model point ``x``, its stored value in
     ``state.logp``; ``to_u``: model point to the kernels' whitened position): one
     evaluation at ``y ~ g``; the iteration and the chain's point afterwards.  A list
     ``log_weights`` gets the importance weight ``log p(y) - log g(y)`` of a finite
-    ``log p(y)`` (its Pareto k-hat says how well ``g`` covers the tails).
+    ``log p(y)`` (its Pareto k-hat says how well ``g`` covers the tails); a list
+    ``proposals`` gets ``(y, log p(y) - log g(y))`` of every evaluated proposal, failed
+    ones (``-inf``) included (:func:`trial_acceptance` reads them; without the screen).
 
     With ``screen`` (wrapping ``mh``) the move is its delayed acceptance with the
     correction ``log g(x) - log g(y)``: a proposal stage 1 rejects costs no evaluation and
@@ -173,6 +177,9 @@ def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
     logg_new = float(g.logpdf(x_new)[0])
     if log_weights is not None and math.isfinite(new.logp - logg_new):
         log_weights.append(new.logp - logg_new)
+    if proposals is not None:
+        log_w = new.logp - logg_new
+        proposals.append((x_new, log_w if log_w == log_w else -math.inf))
     log_r = independence_log_ratio(new.logp, state.logp, logg_new, float(g.logpdf(x)[0]))
     moved, accept_prob, accepted = mh.decide(state, new, x_new, log_r)
     return Iteration(moved, accept_prob, accepted, 1), (x_new if accepted else x)
@@ -193,16 +200,63 @@ def stage1_pass_rate(g: IndependenceProposal, log_density: Callable[[np.ndarray]
     return float(np.mean(np.exp(np.minimum(log_r, 0.0))))
 
 
-def steps_for_acceptance(accept: float, dim: int) -> int:
-    """Iterations per draw after tuning: about ``0.4 / accept`` (one when independence
-    moves are accepted 40 % of the time or more), at most the kernels' default
-    ``max(5, d)``.  One iteration per draw keeps a run of ``pm.sample``'s 1000 draws per
-    chain near one evaluation per draw; more iterations (``n_steps=``) raise the ESS per
-    run, and per evaluation where the build's evaluations weigh (measured on
+def pair_acceptance(log_w: np.ndarray) -> float:
+    """The acceptance of independence moves at stationarity, ``E min(1, w(y) / w(x))``
+    (``x ~ p``, ``y ~ g``, ``w = p / g``), from ``n`` draws of ``g`` with log weights
+    ``log_w``: every ordered pair ``(i, j)``, ``i != j``, with ``x`` the draw ``i``
+    self-normalised, which is ``sum_{i != j} min(w_i, w_j) / ((n - 1) sum_i w_i)``;
+    exact in ``O(n log n)`` by sorting.  A ``-inf`` (failed evaluation) is a weight 0;
+    NaN if fewer than two draws or no finite weight."""
+    lw = np.sort(np.where(np.isnan(log_w), -np.inf, np.asarray(log_w, dtype=float)))
+    n = len(lw)
+    if n < 2 or not np.isfinite(lw[-1]):
+        return math.nan
+    w = np.exp(lw - lw[-1])
+    # the k-th smallest weight is the smaller of its pair with each of the n - 1 - k larger
+    pairs = 2.0 * float(np.dot(w, np.arange(n - 1, -1, -1.0)))
+    return min(1.0, pairs / ((n - 1) * float(np.sum(w))))
+
+
+def trial_acceptance(log_w: np.ndarray, log_w_emulator: np.ndarray,
+                     log_w_free: np.ndarray) -> float:
+    """The independence moves' acceptance on the true density, with the emulator as a
+    control variate: the emulator's own acceptance from many free draws of ``g``
+    (``log_w_free = log e - log g`` there) plus the difference, on the trial's truly
+    evaluated draws, between the true (``log_w``) and the emulator's (``log_w_emulator``)
+    acceptance, clipped to [0, 1].  Where the emulator is close the difference is small
+    and varies little, so the estimate's sd is several times smaller than the trial's
+    own (docs/benchmarks/emulator.md, "emulator-steps-trial-cv")."""
+    true, emulated = pair_acceptance(log_w), pair_acceptance(log_w_emulator)
+    free = pair_acceptance(log_w_free)
+    if not (math.isfinite(free) and math.isfinite(emulated)):
+        return true
+    return float(np.clip(free + true - emulated, 0.0, 1.0))
+
+
+#: The acceptances from which a chain makes one iteration per draw: its trial's own (a
+#: chain from the best design point, so it also sees whether ``g`` covers the start's
+#: region) and the control-variate estimate at stationarity (:func:`trial_acceptance`).
+#: Either below its bound adds iterations; the estimate's bound sits above ``lkj``'s 0.35-0.40,
+#: where one iteration per draw fell short of ESS (docs/benchmarks/emulator.md,
+#: "emulator-steps-trial-cv").
+TRIAL_ONE_STEP, ESTIMATE_ONE_STEP = 0.4, 0.43
+
+
+def steps_for_acceptance(trial: float, estimate: float, dim: int) -> int:
+    """Iterations per draw after tuning: the larger of ``TRIAL_ONE_STEP / trial`` and
+    ``ESTIMATE_ONE_STEP / estimate``, rounded up (one when both acceptances reach their
+    bounds; a NaN estimate is left out), at most the kernels' default ``max(5, d)``.  One
+    iteration per draw keeps a run of ``pm.sample``'s 1000 draws per chain near one
+    evaluation per draw; more iterations (``n_steps=``) raise the ESS per run, and per
+    evaluation where the build's evaluations weigh (measured on
     docs/benchmarks/emulator.md, "emulator-steps-losses")."""
-    if not accept > 0:
-        return max(MIN_STEPS, dim)
-    return int(min(max(MIN_STEPS, dim), max(1, math.ceil(0.4 / accept - 1e-9))))
+    most = max(MIN_STEPS, dim)
+    if not trial > 0 or estimate == 0:
+        return most
+    steps = TRIAL_ONE_STEP / trial
+    if estimate > 0:
+        steps = max(steps, ESTIMATE_ONE_STEP / estimate)
+    return int(min(most, max(1, math.ceil(steps - 1e-9))))
 
 
 #: The screen's largest factor on the iterations per draw (the surrogate screen's too).

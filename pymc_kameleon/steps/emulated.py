@@ -29,6 +29,7 @@ from ..adaptation.independence import (
     stage1_pass_rate,
     steps_for_acceptance,
     steps_for_screen,
+    trial_acceptance,
 )
 from ..adaptation.kernel import ChainState, Iteration, Metropolis
 from ..adaptation.screen import DelayedMetropolis
@@ -60,6 +61,9 @@ KHAT_MIN, KHAT_EVERY, MAX_KHAT = 100, 50, 0.7
 #: where its emulator's posterior is not (the trial at the build accepted at least
 #: ``min_accept``); the run warns.
 MIN_RUN_ACCEPT = 0.1
+#: Free draws of ``g`` on the emulator behind the trial's control variate
+#: (:func:`~pymc_kameleon.adaptation.independence.trial_acceptance`).
+TRIAL_FREE_DRAWS = 2000
 
 
 @dataclass
@@ -74,6 +78,9 @@ class EmulatorState:
     error: float = math.nan
     g: IndependenceProposal | None = None
     trial_accept: float = math.nan  # the trial's mean acceptance of independence moves
+    # the moves' acceptance at stationarity, from the trial's evaluations with the
+    # emulator as control variate: it sets the iterations per draw
+    accept_estimate: float = math.nan
     pass_rate: float = math.nan  # the screen's own acceptance of g (its stage 1)
     # log p(y) - log g(y) of every truly evaluated independence proposal (the trial's too),
     # and their Pareto k-hat (NaN below KHAT_MIN proposals) at khat_n of them
@@ -237,24 +244,42 @@ class StepEmulator:
                             np.atleast_2d(np.cov(run.posterior, rowvar=False)))
         # the trial: true independence moves from the best design point
         state = ChainState(record.precond.to_u(record.x), record.logp)
-        accepts = []
+        accepts, proposals = [], []
         for _ in range(moves.n_trial(self.dim)):
             it, _ = independence_step(mh, state, record.x, st.g, record.precond.to_u,
-                                      st.log_weights)
+                                      st.log_weights, proposals=proposals)
             state, evals = it.state, it.n_evals
             count[0] += evals
             accepts.append(it.accept_prob)
         st.trial_accept = float(np.mean(accepts))
+        st.accept_estimate = self._accept_estimate(st, proposals, rng)
         if st.trial_accept < moves.min_accept:
             self._fall_back(st, f"a trial of {len(accepts)} independence proposals on the "
                             f"true density accepted {st.trial_accept:.2f} of them "
                             f"(min_accept={moves.min_accept:g})", name)
         else:
-            st.phase, st.n_steps = "tuning", steps_for_acceptance(st.trial_accept, self.dim)
+            st.phase = "tuning"
+            st.n_steps = steps_for_acceptance(st.trial_accept, st.accept_estimate, self.dim)
             if moves.delayed:  # the screen's saved evaluations buy iterations (free)
                 st.pass_rate = stage1_pass_rate(st.g, st.emulator, run.posterior, rng)
                 st.n_steps = steps_for_screen(st.n_steps, st.pass_rate, moves.weight)
         return count[0]
+
+    @staticmethod
+    def _accept_estimate(st: EmulatorState, proposals: list,
+                         rng: np.random.Generator) -> float:
+        """The independence moves' acceptance from the trial's proposals ``(y, log p(y) -
+        log g(y))`` with the emulator as control variate on ``TRIAL_FREE_DRAWS`` free
+        draws of ``g`` (NaN where it cannot be had)."""
+        if len(proposals) < 2:
+            return math.nan
+        Y = np.array([y for y, _ in proposals])
+        free = st.g.sample_rows(TRIAL_FREE_DRAWS, rng)
+        with np.errstate(all="ignore"):
+            log_w_emulator = st.emulator(Y) - st.g.logpdf(Y)
+            log_w_free = st.emulator(free) - st.g.logpdf(free)
+        return trial_acceptance(np.array([w for _, w in proposals]), log_w_emulator,
+                                log_w_free)
 
     def _move_to_best(self, record, run: EmulatorRun, warmup, cov: np.ndarray) -> None:
         """The chain to the best design point (its true value stored), the warm-up's map
