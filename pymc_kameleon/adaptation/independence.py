@@ -175,11 +175,11 @@ def independence_step(mh: Metropolis, state: ChainState, x: np.ndarray,
         return it, (y if it.accepted else x)
     new, x_new = mh.evaluate(position)
     logg_new = float(g.logpdf(x_new)[0])
-    if log_weights is not None and math.isfinite(new.logp - logg_new):
-        log_weights.append(new.logp - logg_new)
+    log_w = new.logp - logg_new
+    if log_weights is not None and math.isfinite(log_w):
+        log_weights.append(log_w)
     if proposals is not None:
-        log_w = new.logp - logg_new
-        proposals.append((x_new, log_w if log_w == log_w else -math.inf))
+        proposals.append((x_new, -math.inf if math.isnan(log_w) else log_w))
     log_r = independence_log_ratio(new.logp, state.logp, logg_new, float(g.logpdf(x)[0]))
     moved, accept_prob, accepted = mh.decide(state, new, x_new, log_r)
     return Iteration(moved, accept_prob, accepted, 1), (x_new if accepted else x)
