@@ -34,7 +34,7 @@ from .metrics import accuracy, diagnostics, stack_posterior
 from .models import ModelSpec, free_var_labels
 from .reference import Reference, tail_quantiles
 
-__all__ = ["DEFAULT_SAMPLERS", "SAMPLERS", "RunResult", "run_one", "warm_up"]
+__all__ = ["DEFAULT_SAMPLERS", "SAMPLERS", "RunResult", "emulator_warned", "run_one", "warm_up"]
 
 
 def _rw():
@@ -80,6 +80,9 @@ class RunResult:
     ``quantiles``: the 1 % and 99 % quantiles, likewise (less noisy in a short run or
     reference).  ``chain_means``: each chain's mean per scalar (shape ``(chains, d)``), for
     the ESS from the spread of independent chains (:func:`~.metrics.spread_ess`).
+    ``emulator_warned``, for steps with ``emulator=``: whether the run told its user
+    something (a chain fell back, or :func:`~pymc_kameleon.steps.emulated.run_warnings`
+    has a message), which the suite's silenced warnings would hide.
     """
 
     model: str
@@ -101,6 +104,7 @@ class RunResult:
     tail_quantiles: list | None = None
     quantiles: list | None = None
     chain_means: list | None = None
+    emulator_warned: bool | None = None
     error: str | None = None
     skipped: str | None = None
 
@@ -188,6 +192,16 @@ def warm_up() -> None:
     _WARMED_UP = True
 
 
+def emulator_warned(stats) -> bool:
+    """Whether a run of steps with ``emulator=`` warned its user: a chain fell back
+    (stat ``emulator_phase``) or the finished run's checks have a message."""
+    from pymc_kameleon.steps.emulated import EMULATOR_PHASES, run_warnings
+
+    fallback = EMULATOR_PHASES.index("fallback")
+    return bool(np.any(np.asarray(stats["emulator_phase"].values) == fallback)
+                or run_warnings(stats))
+
+
 def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draws: int,
             chains: int, seed: int, timeout: float | None = None) -> RunResult:
     """Run ``sampler`` on ``spec`` and compare with ``reference``; never raises.
@@ -230,6 +244,8 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
         if "screen_active" in stats:
             result.screen_active = _stat_mean(stats.isel(draw=0), ("screen_active",))
             result.screen_stage1 = _stat_mean(stats, ("screen_stage1",))
+        if "emulator_phase" in stats:
+            result.emulator_warned = emulator_warned(stats)
         if sampler_spec.smc:  # per stage; ragged when the chains ran different numbers
             result.accept = float(np.mean(np.concatenate(
                 per_chain(stats["accept_rate"].values, chains))))

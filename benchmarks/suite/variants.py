@@ -51,7 +51,8 @@ def compare_variants(models: list[str], seeds: list[int],
         SAMPLERS[key] = SamplerSpec(key, label, factory, ours=True)
         keys[label] = key
     print("| model | seed | "
-          + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria; evals; worst sd ratio"
+          + " | ".join(f"{label}: ESS, per 1k evals (R-hat) wall s criteria; evals; worst sd "
+                       "ratio, mean error (sds)"
                        for label in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     totals = dict.fromkeys(variants, 0.0)
@@ -74,7 +75,10 @@ def compare_variants(models: list[str], seeds: list[int],
                 passed[label] += bool(acc["all_ok"])
                 cell = (f"{acc['min_ess_bulk']:.0f}, {run.ess_per_1k_evals:.2f} "
                         f"({acc['max_rhat']:.3f}) {run.wall:.1f} {failed_letters(run)}; "
-                        f"{run.evals / 1000:.1f}k; sd ratio {acc['sd_ratio']:.2f}")
+                        f"{run.evals / 1000:.1f}k; sd ratio {acc['sd_ratio']:.2f}, "
+                        f"mean err {acc['mean_err']:.2f}")
+                if run.emulator_warned is not None:
+                    cell += "; warned" if run.emulator_warned else "; no warning"
                 if run.screen_active is not None:
                     cell += (f"; screen active {run.screen_active:.2f}, "
                              f"stage 1 {run.screen_stage1:.2f}")

@@ -464,3 +464,21 @@ def test_nuts_twin_samples_the_differentiable_model_and_keeps_the_suite_format(
                                         f"--json {out}")
     assert saved["meta"]["finished"] and saved["meta"]["cpus"] >= 1
     assert saved["models"]["pk"]["has_gradient"] is False  # the black box's own entry
+
+
+def test_emulator_warned_reads_fallbacks_and_run_warnings():
+    """The suite silences warnings, so a run's table says whether an emulator run warned:
+    a chain that fell back (phase 3), or a sampled chain with thin tails (k-hat above 0.7),
+    warns; sampled chains with covered tails do not."""
+    import xarray as xr
+
+    def stats(phase, khat):
+        k = np.repeat(np.asarray(khat, float)[:, None], 4, axis=1)
+        return xr.Dataset({"emulator_phase": (("chain", "draw"), np.asarray(phase)[:, None]
+                                              * np.ones((1, 4), int)),
+                           "independence_khat": (("chain", "draw"), k),
+                           "accept_independent": (("chain", "draw"), np.full(k.shape, 0.5))})
+
+    assert not runner.emulator_warned(stats([2, 2], [0.3, 0.5]))
+    assert runner.emulator_warned(stats([2, 3], [0.3, np.nan]))
+    assert runner.emulator_warned(stats([2, 2], [0.3, 0.9]))
