@@ -330,8 +330,10 @@ def run_warnings(sample_stats) -> list[str]:
             f"emulator=...: in chain(s) {', '.join(thin)} the independence proposal covers "
             f"the posterior's tails thinly (Pareto k-hat of p / g above {MAX_KHAT}; stat "
             "independence_khat).  The chains are exact, but a run this long may visit "
-            "those tails too rarely: sds and extreme quantiles may come out short.  Run "
-            "longer, or compare with a run without the emulator.")
+            "those tails too rarely, and in long stays: sds and extreme quantiles may come "
+            "out too short or too long.  Run longer (more draws, or more iterations per "
+            "draw than the stat n_steps shows: n_steps=2 or more), or compare with a run "
+            "without the emulator.")
     if rare:
         out.append(
             f"emulator=...: in chain(s) {', '.join(rare)} independence moves were accepted "
