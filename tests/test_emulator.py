@@ -90,6 +90,24 @@ def test_batch_spreads_over_probable_uncertain_points(gp):
     assert gaps.min() > 0.05
 
 
+def test_optimistic_design_reads_the_mean_plus_sd(gp):
+    """``optimism``: the density term of the design's score reads ``min(mean + optimism
+    sd, best mean)``, so a candidate far from the data, low but uncertain (mean 17 nats
+    below the best, sd 10), beats the data's certain neighbourhood, which the plain score
+    (the mean itself) prefers; the first pick is the argmax of the score written out."""
+    emulator = LogDensityEmulator([Mode(np.zeros(2), np.eye(2), 0.0)])
+    emulator.gp = gp
+    cand = np.concatenate([0.5 * np.random.default_rng(4).normal(size=(200, 2)), [[9.0, 9.0]]])
+    mean, sd = gp.predict(emulator.whitening.rows_to_u(cand))
+    assert mean[-1] < mean.max() - 15 and sd[-1] > 5 and np.median(sd[:-1]) < 0.1
+    for optimism in (0.0, 1.0):
+        level = np.minimum(mean + optimism * sd, mean.max())
+        best = np.argmax(np.log(sd) + 0.5 * (level - mean.max()))
+        np.testing.assert_array_equal(batch(emulator, cand, 1, optimism)[0], cand[best])
+    assert not np.array_equal(batch(emulator, cand, 1)[0], cand[-1])
+    np.testing.assert_array_equal(batch(emulator, cand, 1, optimism=1.0)[0], cand[-1])
+
+
 def test_student_mean_has_the_laplace_curvature_and_falls_slowly():
     """``mean_df``: the mean function ``logp - (nu + d) / 2 log(1 + |u|^2 / (nu + d))``
     (written out here in model coordinates) has the Laplace quadratic's curvature at the

@@ -6,7 +6,9 @@ seen.  Each later batch takes, among draws of the emulator's posterior, the poin
 the emulator is both probable and uncertain: the score ``log sd(x) + (s(x) - max s) / 2``
 (a moderated-variance rule, as VBMC's), one point after the other, each conditioning the
 process's variance on the points already chosen (a variance needs no value), so that one
-batch does not pile up in one place.
+batch does not pile up in one place.  With ``optimism`` the density term reads
+``mean + optimism sd`` (at most the best mean), so that a region the emulator puts low only
+for want of points there is evaluated too.
 """
 
 from __future__ import annotations
@@ -34,18 +36,21 @@ def initial_design(modes: list[Mode], prior_draws: Callable[[int], np.ndarray], 
     return np.concatenate(parts)
 
 
-def batch(emulator: LogDensityEmulator, candidates: np.ndarray, size: int) -> np.ndarray:
+def batch(emulator: LogDensityEmulator, candidates: np.ndarray, size: int,
+          optimism: float = 0.0) -> np.ndarray:
     """``size`` distinct rows of ``candidates`` with the highest moderated variance, each
-    chosen given those before it."""
+    chosen given those before it (``optimism``: see the module's description)."""
     candidates = np.unique(candidates, axis=0)
     gp = emulator.gp
     Z = emulator.whitening.rows_to_u(candidates)
     mean, sd = gp.predict(Z)
     var = sd**2
+    top = np.max(mean)
+    level = np.minimum(mean + optimism * sd, top) if optimism > 0 else mean
     picked: list[int] = []
     cross = np.zeros((len(Z), 0))  # conditional covariances with the picked points
     for _ in range(min(size, len(Z))):
-        score = 0.5 * np.log(np.maximum(var, 1e-300)) + 0.5 * (mean - np.max(mean))
+        score = 0.5 * np.log(np.maximum(var, 1e-300)) + 0.5 * (level - top)
         score[picked] = -np.inf
         j = int(np.argmax(score))
         picked.append(j)

@@ -30,7 +30,7 @@ from ..adaptation.laplace import climb, laplace_start
 from ..adaptation.laplace_searches import laplace_searches
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
-from .correction import Correction
+from .correction import Correction, correction_proposal
 from .design import batch, initial_design
 from .surrogate import LogDensityEmulator, Mode
 
@@ -108,6 +108,14 @@ class EmulatorSettings:
         enough for the design to evaluate them.  Degrees of freedom that do not grow with
         ``d`` put the shape ever further above the quadratic where the posterior's mass
         lies, which the emulator must then unlearn (``docs/benchmarks/emulator.md``).
+    design_optimism : float
+        Off at 0.  Above 0, each design round's candidates add as many draws of the
+        defensive mixture fitted to the emulator's posterior, and the design's score reads
+        the emulator at ``mean + design_optimism sd`` (at most its best mean): a region
+        far from the design that the emulator puts many nats low, but with an sd as large,
+        is then evaluated.  On a long curved tail that the design otherwise never reaches
+        the emulator learns it (``g`` then covers it), at more design rounds
+        (``docs/benchmarks/emulator.md``, "emulator-steps-optimism").
     """
 
     n_initial: int | None = None
@@ -139,6 +147,7 @@ class EmulatorSettings:
     global_weight: float = 0.1
     em_iters: int = 30
     mean_df: float | None = 10.0
+    design_optimism: float = 0.0
 
 
 @dataclass
@@ -294,7 +303,13 @@ class EmulatorRun:
 
     def _design(self) -> None:
         s = self.settings
-        self._evaluate(batch(self.emulator, self.posterior, self._n(s.batch, 3)))
+        candidates = self.posterior
+        if s.design_optimism > 0:  # candidates where g, not only the emulator, goes
+            whitening, g = correction_proposal(self.posterior, self.rng, s)
+            candidates = np.concatenate(
+                [candidates, whitening.rows_to_x(g.sample(len(self.posterior), self.rng))])
+        self._evaluate(batch(self.emulator, candidates, self._n(s.batch, 3),
+                             s.design_optimism))
         self._fit()
         self.design_rounds += 1
         if self.design_rounds >= s.min_rounds and not self.error <= s.max_error:
