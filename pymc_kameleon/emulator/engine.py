@@ -114,7 +114,7 @@ class EmulatorSettings:
         the emulator at ``mean + design_optimism sd`` (at most its best mean): a region
         far from the design that the emulator puts many nats low, but with an sd as large,
         is then evaluated.  On a long curved tail that the design otherwise never reaches
-        the emulator learns it (``g`` then covers it), at more design rounds
+        the emulator learns it (``g`` then covers it), and fits the bulk less finely
         (``docs/benchmarks/emulator.md``, "emulator-steps-optimism").
     """
 
