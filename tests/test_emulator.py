@@ -383,3 +383,29 @@ def test_design_keeps_its_draws_until_the_emulator_posterior_moved(keep, settle,
         run.step()
         same.append(np.array_equal(run.posterior, first))
     assert len(same) == 3 and all(s == stand for s in same), same
+
+
+@pytest.mark.parametrize(("probe", "settle", "optimisms"),
+                         [(0.0, np.inf, [0.0] * 3), (1.0, np.inf, [0.0] * 3 + [1.0]),
+                          (1.0, 0.0, [0.0] * 5)])
+def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optimisms):
+    """``tail_probe``: once the design settles (here at ``min_rounds``, the bound being
+    infinite) one more round is chosen with that optimism, and it ends the design when
+    the emulator stays settled; a design that never settles (a bound of zero) stops at
+    ``max_rounds`` without probing."""
+    from pymc_kameleon.emulator import engine
+
+    seen = []
+
+    def recording(emulator, candidates, size, optimism=0.0):
+        seen.append(optimism)
+        return batch(emulator, candidates, size, optimism)
+
+    monkeypatch.setattr(engine, "batch", recording)
+    rng = np.random.default_rng(5)
+    run = EmulatorRun(_problem(rng), EmulatorSettings(settle=settle, min_rounds=3,
+                                                      max_rounds=5, tail_probe=probe),
+                      300, rng)
+    while run.phase in ("start", "design"):
+        run.step()
+    assert run.phase == "correction" and seen == optimisms

@@ -116,6 +116,12 @@ class EmulatorSettings:
         is then evaluated.  On a long curved tail that the design otherwise never reaches
         the emulator learns it (``g`` then covers it), and fits the bulk less finely
         (``docs/benchmarks/emulator.md``, "emulator-steps-optimism").
+    tail_probe : float
+        Off at 0.  Above 0, once the design settles it goes on with rounds read as with
+        ``design_optimism=tail_probe`` and ends when such a round leaves it settled: the
+        bulk is fitted as without optimism, then the regions the emulator puts low only
+        for want of points are evaluated (one round of ``batch`` points where it was
+        right; ``docs/benchmarks/emulator.md``, "emulator-steps-tail-probe").
     """
 
     n_initial: int | None = None
@@ -148,6 +154,7 @@ class EmulatorSettings:
     em_iters: int = 30
     mean_df: float | None = 10.0
     design_optimism: float = 0.0
+    tail_probe: float = 0.0
 
 
 @dataclass
@@ -187,6 +194,7 @@ class EmulatorRun:
     extra: int = 0  # correction rounds added
     restarts: int = 0  # corrections handed back to the design
     design_rounds: int = 0  # rounds of the design since it (re)started
+    probing: bool = False  # the design settled once and probes the tails (tail_probe)
     # the tempering on the emulator starts every round from the same prior draws with the
     # same random numbers, so that its posterior moves between rounds with the emulator,
     # not with Monte Carlo noise (the design's stopping rule compares them)
@@ -303,13 +311,13 @@ class EmulatorRun:
 
     def _design(self) -> None:
         s = self.settings
+        optimism = max(s.design_optimism, s.tail_probe if self.probing else 0.0)
         candidates = self.posterior
-        if s.design_optimism > 0:  # candidates where g, not only the emulator, goes
+        if optimism > 0:  # candidates where g, not only the emulator, goes
             whitening, g = correction_proposal(self.posterior, self.rng, s)
             candidates = np.concatenate(
                 [candidates, whitening.rows_to_x(g.sample(len(self.posterior), self.rng))])
-        self._evaluate(batch(self.emulator, candidates, self._n(s.batch, 3),
-                             s.design_optimism))
+        self._evaluate(batch(self.emulator, candidates, self._n(s.batch, 3), optimism))
         self._fit()
         self.design_rounds += 1
         if self.design_rounds >= s.min_rounds and not self.error <= s.max_error:
@@ -317,6 +325,8 @@ class EmulatorRun:
                 f"the emulator predicts held-out evaluations badly (error {self.error:.2g} nats "
                 f"near the mode, max_error={s.max_error:g})")
         settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
+        if settled and s.tail_probe > 0 and not self.probing:
+            self.probing, settled = True, False  # the tails' round(s) follow
         if settled or self.design_rounds >= s.max_rounds:
             self.phase = "correction"
             self.planned = s.correction_rounds
@@ -358,7 +368,7 @@ class EmulatorRun:
         self.lik += pool.lik
         self.correction = new_correction()
         self.restarts, self.extra, self.phase = self.restarts + 1, 0, "design"
-        self.design_rounds = 0
+        self.design_rounds, self.probing = 0, False
         self.moved = (np.inf, np.inf)
         self._fit()
 
