@@ -117,11 +117,14 @@ class EmulatorSettings:
         the emulator learns it (``g`` then covers it), and fits the bulk less finely
         (``docs/benchmarks/emulator.md``, "emulator-steps-optimism").
     tail_probe : float
-        Off at 0.  Above 0, once the design settles it goes on with rounds read as with
-        ``design_optimism=tail_probe`` and ends when such a round leaves it settled: the
-        bulk is fitted as without optimism, then the regions the emulator puts low only
-        for want of points are evaluated (one round of ``batch`` points where it was
-        right; ``docs/benchmarks/emulator.md``, "emulator-steps-tail-probe").
+        Off at 0.  Above 0, once the design settles it goes on with rounds whose score
+        reads ``mean + tail_probe sd`` (at most the best mean) among the draws of the
+        emulator's posterior, and ends when such a round leaves it settled: the bulk is
+        fitted as without optimism, then the edges of the posterior where the emulator
+        is unsure are evaluated (one round of ``batch`` points where it was right).  The
+        candidates are not those of ``design_optimism``: far draws of ``g``, where the
+        process's sd has reached its prior value, took every point of such a round
+        (``docs/benchmarks/emulator.md``, "emulator-steps-tail-probe").
     """
 
     n_initial: int | None = None
@@ -313,7 +316,8 @@ class EmulatorRun:
         s = self.settings
         optimism = max(s.design_optimism, s.tail_probe if self.probing else 0.0)
         candidates = self.posterior
-        if optimism > 0:  # candidates where g, not only the emulator, goes
+        if s.design_optimism > 0:  # candidates where g, not only the emulator, goes
+            # (not for tail_probe: see its description)
             whitening, g = correction_proposal(self.posterior, self.rng, s)
             candidates = np.concatenate(
                 [candidates, whitening.rows_to_x(g.sample(len(self.posterior), self.rng))])
