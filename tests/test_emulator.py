@@ -351,6 +351,14 @@ def test_emulator_falls_back_above_its_dimension(gauss_model):
     assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
 
 
+def test_engine_completes_the_front_ends_settings():
+    """Settings left at None take the engine's values in its own run; set ones stay."""
+    rng = np.random.default_rng(0)
+    run = EmulatorRun(_problem(rng), EmulatorSettings(defensive_weight=0.5), 100, rng)
+    assert run.settings.defensive_weight == 0.5 and run.settings.search_starts == 8
+    assert (run.settings.defensive_df, run.settings.defensive_scale) == (5.0, 2.0)
+
+
 def test_emulator_falls_back_when_it_predicts_held_out_points_badly():
     """From the ``min_rounds``-th design round on, a held-out error above ``max_error``
     ends the run with the reason (here forced by a bound no fit meets); with the default

@@ -133,7 +133,7 @@ def test_emulator_search_is_batched_and_counted():
     run.step()
     assert run.phase == "design"
     searched = sum(sizes) - len(run.points()[0])  # the search's points are not fitted
-    s = EmulatorSettings()  # short climbs from every start, then the best finished
+    s = run.settings  # short climbs from every start, then the best finished
     assert 100 < searched < 3 * (s.search_starts * s.search_climb + s.search_keep * 60)
     assert len(sizes) < searched / 3
 

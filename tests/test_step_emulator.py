@@ -154,8 +154,12 @@ def test_screened_independence_ratios_match_an_independent_computation():
 
 def test_settings_and_iterations_per_draw():
     assert EmulatorMoves.of(False) is None and EmulatorMoves.of(True) == EmulatorMoves()
-    settings = EmulatorSettings(max_dim=3)
-    assert EmulatorMoves.of(settings).settings is settings
+    # settings a user passes keep the steps' own values of the fields left at None
+    # (the search's starts, the heavier defensive component); a field set is kept as set
+    moves = EmulatorMoves.of(EmulatorSettings(max_dim=3, defensive_df=7.0))
+    assert moves.settings.max_dim == 3 and moves.settings.defensive_df == 7.0
+    assert moves.settings.search_starts == 4 and moves.settings.defensive_weight == 0.3
+    assert moves.settings.defensive_scale == EmulatorMoves().settings.defensive_scale == 4.0
     with pytest.raises(TypeError):
         EmulatorMoves.of("yes")
     nan = float("nan")

@@ -40,10 +40,15 @@ from ..math.whitening import AffineMap
 from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, rejected_outright
 from .screen import DelayedMetropolis
 
-__all__ = ["EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
+__all__ = ["STEP_DEFAULTS", "EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
            "independence_log_ratio", "independence_step", "pair_acceptance",
            "stage1_pass_rate", "steps_for_acceptance", "steps_for_screen",
            "trial_acceptance"]
+
+
+#: The steps' values of the settings left at None (:class:`EmulatorMoves`, "settings").
+STEP_DEFAULTS = {"search_starts": 4, "defensive_weight": 0.3, "defensive_scale": 4.0,
+                 "defensive_df": 3.0}
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,8 @@ class EmulatorMoves:
     ----------
     settings : EmulatorSettings
         The emulator's run (design, held-out error rule, ``max_dim``) and the shape of
-        ``g``.  Default: the engine's, with two changes.  ``search_starts=4``: every chain
+        ``g``.  Its fields left at None take the steps' values (:data:`STEP_DEFAULTS`),
+        which differ from the engine's in two ways.  ``search_starts=4``: every chain
         climbs briefly from its own four best prior draws (four chains from sixteen) and
         finishes the highest climb of each of up to two basins, so ``g`` covers both
         modes of a two-mode posterior (one mode per chain left the chains disagreeing on
@@ -81,13 +87,15 @@ class EmulatorMoves:
         default.
     """
 
-    settings: EmulatorSettings = field(default_factory=lambda: EmulatorSettings(
-        search_starts=4, defensive_weight=0.3, defensive_scale=4.0, defensive_df=3.0))
+    settings: EmulatorSettings = field(default_factory=EmulatorSettings)
     weight: float = 0.8
     trial: int | None = None
     min_accept: float = 0.2
     posterior_draws: int = 1000
     delayed: bool = False
+
+    def __post_init__(self) -> None:  # frozen: the settings completed once, here
+        object.__setattr__(self, "settings", self.settings.completed(STEP_DEFAULTS))
 
     @classmethod
     def of(cls, emulator: bool | EmulatorSettings | EmulatorMoves) -> EmulatorMoves | None:

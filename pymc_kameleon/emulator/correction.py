@@ -23,6 +23,7 @@ from ..math.importance import kish_ess, resample_indices
 from ..math.mixture import GaussianMixture
 from ..math.whitening import AffineMap
 from ..particles.recycling import RecycledPool
+from .settings import ENGINE_DEFAULTS, EmulatorSettings
 
 __all__ = ["DefensiveMixture", "StudentT", "correction_proposal"]
 
@@ -70,9 +71,10 @@ class DefensiveMixture:
 
 
 def correction_proposal(X: np.ndarray, rng: np.random.Generator,
-                        settings) -> tuple[AffineMap, DefensiveMixture]:
+                        settings: EmulatorSettings) -> tuple[AffineMap, DefensiveMixture]:
     """The whitening of draws ``X`` and the defensive mixture fitted to them in its
-    coordinates (``settings``: the emulator's)."""
+    coordinates (``settings``: the emulator's; fields left at None: the engine's)."""
+    settings = settings.completed(ENGINE_DEFAULTS)
     whitening = AffineMap.from_sample(X)
     fit = GaussianMixture.fit_clusters(whitening.rows_to_u(X), settings.n_clusters, rng,
                                        settings.global_weight, settings.em_iters)

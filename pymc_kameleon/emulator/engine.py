@@ -32,132 +32,10 @@ from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction, correction_proposal
 from .design import batch, initial_design
+from .settings import ENGINE_DEFAULTS, EmulatorSettings
 from .surrogate import LogDensityEmulator, Mode
 
 __all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
-
-
-@dataclass(frozen=True)
-class EmulatorSettings:
-    """How the emulator mode runs (``None``: a default from the dimension ``d``).
-
-    Parameters
-    ----------
-    n_initial : int, optional
-        Points of the first design (``10 d``).
-    batch : int, optional
-        Points of each design round (``3 d``).
-    min_rounds, max_rounds : int
-        Fewest and most design rounds.
-    settle : float
-        The design ends once the emulator posterior's means and sds moved less than this
-        many sds in two rounds running.
-    keep_draws : bool
-        Draw the emulator's posterior again (its tempering) only once it has moved by
-        ``settle`` sds since the last draws, instead of after every design round: about
-        30 % less of the main process's CPU, so more of the speed-up of many workers on a
-        fast model, for design points chosen among older draws (on a curved tail the
-        design reaches less far).
-    correction_rounds : int
-        Importance-sampling rounds planned.
-    correction_size : int, optional
-        True evaluations of the planned rounds (default ``2.5`` times the draws: the
-        returned draws, resampled from the weighted sample, are worth about
-        ``1 / (1 / K + 1 / draws)`` for Kish's ESS ``K``; ``docs/benchmarks/emulator.md``).
-    max_extra_rounds : int
-        Rounds added while k-hat or Kish's ESS fall short.
-    max_restarts : int
-        Times a correction whose weights collapse (Kish's ESS below ``2 d`` after a round,
-        or unreliable after the extra rounds) hands its evaluations to the design and the
-        design resumes, before the run falls back.
-    max_khat, min_ess : float
-        Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
-        draws, after the extra rounds: the run falls back.
-    max_dim : int
-        Above this dimension the run falls back at once (the emulator does not pay).
-    max_error : float
-        From the ``min_rounds``-th design round on, the run falls back once the emulator's
-        leave-one-out error near the mode (stat ``emulator_error``) is above this many nats:
-        an emulator that predicts held-out evaluations this badly does not describe the
-        target, and its correction would collapse (``docs/benchmarks/emulator.md``).
-    window : float
-        Values more than this many nats below the best are fitted as that low.
-    search_starts, search_keep : int
-        The mode search climbs from the best ``search_starts`` prior draws for
-        ``search_climb (d + 1)`` evaluations each, then finishes at most ``search_keep``
-        of them, highest first, skipping a climb that ended in a mode already finished
-        (a short climb already ranks the basins: a start in a local mode without mass
-        ends far below one in the global mode's basin, while one full search from each
-        start would cost several times as much; ``docs/benchmarks/emulator.md``).
-    search_climb : int
-        The short climbs' evaluations per dimension (and one).
-    widen, defensive_weight, defensive_df, defensive_scale : float
-        The correction's proposal: mixture covariances widened by ``widen`` (sd factor),
-        a Student-t with ``defensive_df`` degrees of freedom and scale
-        ``defensive_scale`` (sd factor) taking ``defensive_weight`` of the mass.
-    gamma, n_subsample, independent_weight, n_clusters, global_weight, em_iters
-        The mixture moves of the tempering on the emulator and the mixture fits
-        (:class:`~pymc_kameleon.particles.proposal.StageProposal`).
-    mean_df : float, optional
-        The emulator's mean function around each mode: the Laplace quadratic (None), or a
-        Student-t shape with ``mean_df`` degrees of freedom (default 10; above 4
-        dimensions ``mean_df (d / 4)^2``) and the same curvature at the mode, which falls
-        off logarithmically.  Far from the design the emulator returns to its mean: the
-        quadratic falls tens of nats below a curved tail it has not seen, so that neither
-        the design nor ``g`` ever goes there; the slower fall keeps such regions probable
-        enough for the design to evaluate them.  Degrees of freedom that do not grow with
-        ``d`` put the shape ever further above the quadratic where the posterior's mass
-        lies, which the emulator must then unlearn (``docs/benchmarks/emulator.md``).
-    design_optimism : float
-        Off at 0.  Above 0, each design round's candidates add as many draws of the
-        defensive mixture fitted to the emulator's posterior, and the design's score reads
-        the emulator at ``mean + design_optimism sd`` (at most its best mean): a region
-        far from the design that the emulator puts many nats low, but with an sd as large,
-        is then evaluated.  On a long curved tail that the design otherwise never reaches
-        the emulator learns it (``g`` then covers it), and fits the bulk less finely
-        (``docs/benchmarks/emulator.md``, "emulator-steps-optimism").
-    tail_probe : float
-        Off at 0.  Above 0, once the design settles it goes on with rounds whose score
-        reads ``mean + tail_probe sd`` (at most the best mean) among the draws of the
-        emulator's posterior, and ends when such a round leaves it settled: the bulk is
-        fitted as without optimism, then the edges of the posterior where the emulator
-        is unsure are evaluated (one round of ``batch`` points where it was right).  The
-        candidates are not those of ``design_optimism``: far draws of ``g``, where the
-        process's sd has reached its prior value, took every point of such a round
-        (``docs/benchmarks/emulator.md``, "emulator-steps-tail-probe").
-    """
-
-    n_initial: int | None = None
-    batch: int | None = None
-    min_rounds: int = 3
-    max_rounds: int = 15
-    settle: float = 0.05
-    keep_draws: bool = False
-    correction_rounds: int = 6
-    correction_size: int | None = None
-    max_extra_rounds: int = 4
-    max_restarts: int = 2
-    max_khat: float = 0.7
-    min_ess: float = 0.5
-    max_dim: int = 12
-    max_error: float = 2.0
-    window: float = 40.0
-    search_starts: int = 8
-    search_keep: int = 2
-    search_climb: int = 15
-    widen: float = 1.2
-    defensive_weight: float = 0.2
-    defensive_df: float = 5.0
-    defensive_scale: float = 2.0
-    gamma: float = 0.1
-    n_subsample: int = 500
-    independent_weight: float = 0.8
-    n_clusters: int = 4
-    global_weight: float = 0.1
-    em_iters: int = 30
-    mean_df: float | None = 10.0
-    design_optimism: float = 0.0
-    tail_probe: float = 0.0
 
 
 @dataclass
@@ -204,6 +82,9 @@ class EmulatorRun:
     start: np.ndarray | None = None
     seed: int = 0
     tempered_at: np.ndarray | None = None  # the emulator at the draws when they were made
+
+    def __post_init__(self) -> None:
+        self.settings = self.settings.completed(ENGINE_DEFAULTS)
 
     # ------------------------------------------------------------------ helpers
     def _n(self, value: int | None, per_dim: int) -> int:
