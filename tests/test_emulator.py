@@ -304,6 +304,39 @@ def test_mode_search_finishes_a_second_basin(keep, both):
     assert found == ([-4.0, 4.0] if both else [4.0]), found
 
 
+def _arm(X):
+    """A straight narrow arm along x1 whose log density falls only logarithmically."""
+    X = np.atleast_2d(X)
+    return -0.5 * (X[:, 1] / 0.05) ** 2 - 2 * np.log1p(X[:, 0] ** 2)
+
+
+def _valley(X):
+    return _arm(X) - 20 * np.exp(-np.sum((np.atleast_2d(X) - [3.0, 0.0]) ** 2, 1))
+
+
+def _failed(X):
+    return np.where(np.atleast_2d(X)[:, 0] < 2, np.nan, _arm(X))
+
+
+def test_a_climb_on_the_same_slope_is_not_finished_again():
+    """A climb's end from which the straight line to a mode found never falls below its
+    value lies on that mode's slope (not finished again); a valley on the line, or a
+    failed evaluation there, means another basin may lie beyond (finished)."""
+    from pymc_kameleon.emulator.engine import _rises_to
+
+    mode = Mode(np.zeros(2), np.diag([0.25, 0.0025]), 0.0)
+    x = np.array([6.0, 0.0])  # 7.2 nats down the arm, 72 by the Laplace quadratic
+    value, batches = float(_arm(x)[0]), []
+
+    def rows(X):
+        batches.append(len(X))
+        return _arm(X)
+
+    assert _rises_to(mode, x, value, rows) and batches == [5]
+    assert not _rises_to(mode, x, value, _valley)
+    assert not _rises_to(mode, x, value, _failed)
+
+
 # ----------------------------------------------------------------------------- PyMC
 @pytest.fixture(scope="module")
 def gauss_model():

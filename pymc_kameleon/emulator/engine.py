@@ -160,9 +160,10 @@ class EmulatorRun:
 
     def _modes(self, starts: list[np.ndarray]) -> list[Mode]:
         """The distinct modes found from ``starts`` (short climbs from each; at most
-        ``search_keep`` finished, highest first, none that ended in a mode found), best
-        first: those whose mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of
-        the best)."""
+        ``search_keep`` finished, highest first, none that ended in a mode found: within
+        its Laplace typical set or, by :func:`_rises_to`, below it on the same slope),
+        best first: those whose mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10``
+        nats of the best)."""
         d, s = self.problem.dim, self.settings
         margin = d / 2 + 3 * np.sqrt(d / 2) + 10
 
@@ -176,7 +177,7 @@ class EmulatorRun:
         for x0, value in sorted(climbed, key=lambda c: -c[1]):
             if finished >= s.search_keep or (found and value < found[0].logp - margin):
                 break
-            if any(_within(m, x0) for m in found):
+            if any(_within(m, x0) or _rises_to(m, x0, value, logp_rows) for m in found):
                 continue  # this climb ended in a mode already found
             finished += 1
             # no check of the Gaussian against the target (50 evaluations): the mean
@@ -265,6 +266,20 @@ def _within(mode: Mode, x: np.ndarray) -> bool:
     d = len(mode.mean)
     u = mode.whitening.rows_to_u(np.asarray(x, float)[None, :])[0]
     return 0.5 * float(u @ u) <= d / 2 + 3 * np.sqrt(d / 2)
+
+
+def _rises_to(mode: Mode, x: np.ndarray, value: float,
+              logp_rows: Callable[[np.ndarray], np.ndarray], n: int = 5) -> bool:
+    """Whether the log density on the straight line from ``x`` (its value ``value``) to
+    ``mode`` stays at or above ``value`` at ``n`` interior points (one batch): no valley
+    between, so a climb that ended at ``x`` (a curved ridge's slow arm, outside the
+    mode's Laplace typical set) would finish in ``mode``.  Finishing it cost about
+    ``40 (d + 1)`` evaluations to find the mode again (docs/benchmarks/emulator.md,
+    "emulator-search-same-slope")."""
+    t = np.arange(1, n + 1)[:, None] / (n + 1)
+    x = np.asarray(x, dtype=float)
+    values = np.asarray(logp_rows(x + t * (mode.mean - x)), dtype=float)
+    return bool(np.all(values >= value))  # NaN, -inf (a failed evaluation): a valley
 
 
 def new_correction() -> Correction:
