@@ -24,7 +24,10 @@ from pymc_kameleon import (
     RandomWalkStep,
     pseudo_marginal_potential,
 )
+from pymc_kameleon.adaptation.independence import EmulatorMoves
 from pymc_kameleon.compat import group_dataset
+from pymc_kameleon.emulator import EmulatorSettings
+from pymc_kameleon.smc.kernel import emulator_settings
 from pymc_kameleon.steps.evaluations import LogDensityError, StartError
 from pymc_kameleon.validation import check_integral
 
@@ -180,6 +183,49 @@ def test_integral_step_arguments_are_checked(cls, kwargs, name, error):
         pm.Normal("x", shape=2)
         with pytest.raises(error, match=name):
             cls(**kwargs)
+
+
+# ----------------------------------------------------------------------- emulator settings
+@pytest.mark.parametrize("kwargs, name, error", [
+    ({"batch": 0}, "batch", ValueError),
+    ({"search_starts": True}, "search_starts", TypeError),
+    ({"max_rounds": 2}, "max_rounds", ValueError),  # below min_rounds=3
+    ({"settle": float("nan")}, "settle", ValueError),
+    ({"tail_probe": -1.0}, "tail_probe", ValueError),
+    ({"defensive_weight": 1.0}, "defensive_weight", ValueError),
+    ({"global_weight": 1.5}, "global_weight", ValueError),
+    ({"mean_df": 0.0}, "mean_df", ValueError),
+    ({"widen": "2"}, "widen", ValueError),
+    ({"keep_draws": 1}, "keep_draws", TypeError),
+])
+def test_emulator_settings_are_checked(kwargs, name, error):
+    """A bad field is an error naming it when the settings are made (before any true
+    evaluation), also through ``KameleonSMC``'s dict form."""
+    with pytest.raises(error, match=name):
+        EmulatorSettings(**kwargs)
+    with pytest.raises(error, match=name):
+        emulator_settings(kwargs)
+
+
+def test_emulator_settings_keep_their_open_and_limit_values():
+    """None (a front end's default), infinity and zero where they mean something (the
+    tests' "never settles" and "settles at once"), and integral floats as ints."""
+    s = EmulatorSettings(settle=math.inf, window=math.inf, n_initial=10.0, tail_probe=0)
+    assert s.settle == math.inf and s.n_initial == 10 and isinstance(s.n_initial, int)
+    assert EmulatorSettings(settle=0.0).defensive_weight is None
+
+
+@pytest.mark.parametrize("kwargs, name, error", [
+    ({"weight": 1.5}, "weight", ValueError),
+    ({"min_accept": -0.1}, "min_accept", ValueError),
+    ({"trial": 1}, "trial", ValueError),
+    ({"posterior_draws": 10.5}, "posterior_draws", ValueError),
+    ({"delayed": "yes"}, "delayed", TypeError),
+    ({"settings": {"batch": 3}}, "settings", TypeError),
+])
+def test_emulator_moves_are_checked(kwargs, name, error):
+    with pytest.raises(error, match=name):
+        EmulatorMoves(**kwargs)
 
 
 # ----------------------------------------------------------------------- the noise probe

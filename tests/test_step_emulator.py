@@ -373,7 +373,7 @@ def test_thin_tails_warn_and_covered_tails_do_not(gauss_run):
 
 # ------------------------------------------------------------------ (d) the fallback
 @pytest.mark.parametrize("emulator", [EmulatorSettings(max_dim=1),
-                                      EmulatorMoves(min_accept=1.01, posterior_draws=300)],
+                                      EmulatorMoves(min_accept=1.0, posterior_draws=300)],
                          ids=["max_dim", "trial"])
 def test_fallback_warns_once_and_samples_as_without(emulator):
     with warnings.catch_warnings(record=True) as caught:

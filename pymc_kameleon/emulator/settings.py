@@ -7,7 +7,10 @@ front end's default (:meth:`EmulatorSettings.completed`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import numbers
+from dataclasses import dataclass, fields, replace
+
+from ..validation import check_at_least, check_integral
 
 __all__ = ["ENGINE_DEFAULTS", "EmulatorSettings"]
 
@@ -103,6 +106,12 @@ class EmulatorSettings:
         candidates are not those of ``design_optimism``: far draws of ``g``, where the
         process's sd has reached its prior value, took every point of such a round
         (``docs/benchmarks/emulator.md``, "emulator-steps-tail-probe").
+
+    Raises
+    ------
+    ValueError, TypeError
+        A field out of its range, named: a count below its least value (``max_rounds``
+        below ``min_rounds``), a fraction outside 0-1, a negative or NaN number.
     """
 
     n_initial: int | None = None
@@ -137,6 +146,34 @@ class EmulatorSettings:
     design_optimism: float = 0.0
     tail_probe: float = 0.0
 
+    def __post_init__(self) -> None:
+        """Every field checked here, with its name: a bad value would otherwise fail deep
+        in a run after true evaluations were spent, or silently change the design."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name in _OPTIONAL:
+                continue
+            if f.name in _COUNTS:
+                object.__setattr__(self, f.name, check_integral(f.name, value, _COUNTS[f.name]))
+            elif f.name in _FRACTIONS:
+                if not check_at_least(f.name, value, 0.0) <= _FRACTIONS[f.name]:
+                    raise ValueError(f"{f.name} must be between 0 and {_FRACTIONS[f.name]:g}, "
+                                     f"got {value!r}")
+            elif f.name in _POSITIVE:
+                if not (_is_number(value) and value > 0):
+                    raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+            elif f.name == "keep_draws":
+                if not isinstance(value, bool):
+                    raise TypeError(f"keep_draws must be True or False, got {value!r}")
+            else:  # settle, min_ess, design_optimism, tail_probe
+                check_at_least(f.name, value, 0.0)
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(f"max_rounds ({self.max_rounds}) must be at least min_rounds "
+                             f"({self.min_rounds})")
+        if self.defensive_weight is not None and not self.defensive_weight < 1:
+            raise ValueError("defensive_weight must be below 1 (the mixture fitted to the "
+                             f"posterior needs some weight), got {self.defensive_weight!r}")
+
     def completed(self, defaults: dict) -> EmulatorSettings:
         """These settings with every field left at None that ``defaults`` names set from
         it: a front end's own defaults, so that a user who sets one field keeps them."""
@@ -147,3 +184,21 @@ class EmulatorSettings:
 #: ``KameleonSMC(emulator=...)``; the steps' are ``adaptation.independence.STEP_DEFAULTS``).
 ENGINE_DEFAULTS = {"search_starts": 8, "defensive_weight": 0.2, "defensive_df": 5.0,
                    "defensive_scale": 2.0}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+#: The fields' rules (:meth:`EmulatorSettings.__post_init__`): counts with their least
+#: value, fractions with their largest, positive numbers (infinity allowed); the rest are
+#: numbers of at least 0.
+_COUNTS = {"n_initial": 1, "batch": 1, "min_rounds": 1, "max_rounds": 1,
+           "correction_rounds": 1, "correction_size": 1, "max_extra_rounds": 0,
+           "max_restarts": 0, "max_dim": 1, "search_starts": 1, "search_keep": 1,
+           "search_climb": 1, "n_subsample": 1, "n_clusters": 1, "em_iters": 1}
+_FRACTIONS = {"defensive_weight": 1.0, "independent_weight": 1.0, "global_weight": 1.0}
+_POSITIVE = {"max_khat", "max_error", "window", "widen", "defensive_df", "defensive_scale",
+             "gamma", "mean_df"}
+_OPTIONAL = {"n_initial", "batch", "correction_size", "search_starts", "defensive_weight",
+             "defensive_df", "defensive_scale", "mean_df"}
