@@ -324,6 +324,11 @@ def test_without_the_screen_every_iteration_evaluates(tmp_path):
     np.testing.assert_array_equal(n_evals[:, 1:], n_steps[:, 1:])
     assert np.isnan(ss["emulator_stage1"].values).all()
     assert ss["n_evals_total"].values[:, -1].sum() == counter.count
+    # the build's measures of g are stats that stand through the run and set n_steps
+    trial, estimate = ss["trial_accept"].values, ss["accept_estimate"].values
+    assert (ss["emulator_phase"].values == 2).all()
+    assert np.ptp(trial) == 0 and np.ptp(estimate) == 0 and 0 < trial[0, 0] <= 1
+    assert (n_steps == steps_for_acceptance(trial[0, 0], estimate[0, 0], 2)).all()
 
 
 # ------------------------------------------------------------------ thin tails: a warning

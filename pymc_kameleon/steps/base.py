@@ -103,7 +103,8 @@ class BaseKernelStep(ProgressColumns, ArrayStepShared):
         warning.  Needs a block that is the whole model with a prior that can be drawn
         from; not with ``screen`` (the emulator screens its own moves with
         ``delayed=True``).  Stats ``emulator_active``, ``emulator_phase``,
-        ``accept_independent``, ``accept_local``, ``emulator_stage1``.
+        ``accept_independent``, ``accept_local``, ``emulator_stage1``,
+        ``independence_khat``, ``trial_accept``, ``accept_estimate``.
     on_error : {"raise", "reject"}, default "raise"
         What an exception raised by the log density does: a
         :class:`~pymc_kameleon.steps.evaluations.LogDensityError` (a PyMC ``SamplingError``)

@@ -49,7 +49,8 @@ EMULATOR_PHASES = ("off", "tuning", "sampling", "fallback")
 #: The emulator's stats of a draw without it.
 EMULATOR_OFF = {"emulator_active": False, "emulator_phase": 0,
                 "accept_independent": math.nan, "accept_local": math.nan,
-                "independence_khat": math.nan, "emulator_stage1": math.nan}
+                "independence_khat": math.nan, "emulator_stage1": math.nan,
+                "trial_accept": math.nan, "accept_estimate": math.nan}
 
 #: Pareto's k-hat of the independence proposals' weights ``p / g``: estimated once a chain
 #: has made ``KHAT_MIN`` of them, again after every ``KHAT_EVERY`` more; above ``MAX_KHAT``
@@ -136,7 +137,8 @@ class EmulatorDraw:
                 "accept_local": float(np.mean(loc)) if loc else math.nan,
                 "independence_khat": st.khat,
                 "emulator_stage1": (tally.passed / tally.screened if tally and tally.screened
-                                    else math.nan)}
+                                    else math.nan),
+                "trial_accept": st.trial_accept, "accept_estimate": st.accept_estimate}
 
 
 class StepEmulator:

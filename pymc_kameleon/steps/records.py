@@ -59,6 +59,11 @@ BASE_STATS: dict[str, tuple[Any, Any]] = {
     # ... and the fraction of the draw's moves after tuning that the emulator's screen
     # passed to a true evaluation (NaN without the screen)
     "emulator_stage1": (np.float64, []),
+    # ... and the build's measures of g on the true density, which set the iterations per
+    # draw: its trial's mean acceptance and the acceptance at stationarity estimated from
+    # the trial with the emulator as control variate (NaN before the build)
+    "trial_accept": (np.float64, []),
+    "accept_estimate": (np.float64, []),
 }
 
 #: The screen's stats of a step without one.
