@@ -71,7 +71,12 @@ class EmulatorMoves:
         arm the engine's lighter component let chains stick (R-hat 1.06) where this one
         costs a tenth of the acceptance (``docs/benchmarks/emulator.md``).
     weight : float
-        Probability of an independence proposal at each iteration after tuning.
+        Probability of an independence proposal at each iteration after tuning; the
+        rest are the step's own local moves.  Default 1 (independence moves only): at one
+        iteration per draw the independence move is the one that mixes: a local move in
+        its place (one in five at 0.8) cost a tenth to a quarter of the ESS on a
+        long-tailed posterior, whose runs then missed by their sds or R-hat more often
+        (``docs/benchmarks/emulator.md``, "emulator-steps-independence-only").
     trial : int, optional
         True independence proposals of the trial that decides whether the moves pay
         (default ``max(30, 5 d)``), made once the emulator is built.
@@ -95,7 +100,7 @@ class EmulatorMoves:
     """
 
     settings: EmulatorSettings = field(default_factory=EmulatorSettings)
-    weight: float = 0.8
+    weight: float = 1.0
     trial: int | None = None
     min_accept: float = 0.2
     posterior_draws: int = 1000
