@@ -396,7 +396,7 @@ def test_emulator_falls_back_when_it_predicts_held_out_points_badly():
     """From the ``min_rounds``-th design round on, a held-out error above ``max_error``
     ends the run with the reason (here forced by a bound no fit meets); with the default
     bound the same problem reaches its correction (the other tests run it to the end)."""
-    for bound, falls in ((-1.0, True), (2.0, False)):
+    for bound, falls in ((0.0, True), (2.0, False)):
         rng = np.random.default_rng(3)
         run = EmulatorRun(_problem(rng), EmulatorSettings(max_error=bound, min_rounds=2),
                           300, rng)

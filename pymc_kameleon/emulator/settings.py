@@ -165,7 +165,7 @@ class EmulatorSettings:
             elif f.name == "keep_draws":
                 if not isinstance(value, bool):
                     raise TypeError(f"keep_draws must be True or False, got {value!r}")
-            else:  # settle, min_ess, design_optimism, tail_probe
+            else:  # settle, min_ess, max_error, design_optimism, tail_probe
                 check_at_least(f.name, value, 0.0)
         if self.max_rounds < self.min_rounds:
             raise ValueError(f"max_rounds ({self.max_rounds}) must be at least min_rounds "
@@ -198,7 +198,7 @@ _COUNTS = {"n_initial": 1, "batch": 1, "min_rounds": 1, "max_rounds": 1,
            "max_restarts": 0, "max_dim": 1, "search_starts": 1, "search_keep": 1,
            "search_climb": 1, "n_subsample": 1, "n_clusters": 1, "em_iters": 1}
 _FRACTIONS = {"defensive_weight": 1.0, "independent_weight": 1.0, "global_weight": 1.0}
-_POSITIVE = {"max_khat", "max_error", "window", "widen", "defensive_df", "defensive_scale",
+_POSITIVE = {"max_khat", "window", "widen", "defensive_df", "defensive_scale",
              "gamma", "mean_df"}
 _OPTIONAL = {"n_initial", "batch", "correction_size", "search_starts", "defensive_weight",
              "defensive_df", "defensive_scale", "mean_df"}
