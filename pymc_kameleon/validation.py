@@ -12,7 +12,8 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_at_least", "check_integral", "check_positive"]
+__all__ = ["check_above", "check_at_least", "check_flag", "check_fraction", "check_integral",
+           "check_positive"]
 
 
 def check_integral(name: str, value, minimum: int = 1) -> int:
@@ -85,7 +86,47 @@ def check_at_least(name: str, value, minimum: float) -> float:
     >>> check_at_least("max_work_factor", 8, 1.0)
     8.0
     """
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-            or not value >= minimum):
+    if not (_is_real(value) and value >= minimum):
         raise ValueError(f"{name} must be a number of at least {minimum:g}, got {value!r}")
     return float(value)
+
+
+def check_above(name: str, value, bound: float) -> float:
+    """``value`` as a ``float`` strictly above ``bound`` (infinity allowed), or a
+    ``ValueError`` naming the argument ``name`` (a ``bool``, a non-number and NaN included).
+
+    Examples
+    --------
+    >>> check_above("widen", 1.2, 0.0)
+    1.2
+    """
+    if not (_is_real(value) and value > bound):
+        raise ValueError(f"{name} must be a number above {bound:g}, got {value!r}")
+    return float(value)
+
+
+def check_fraction(name: str, value, upper: float = 1.0) -> float:
+    """``value`` as a ``float`` between 0 and ``upper`` (both included), or a
+    ``ValueError`` naming the argument ``name``.
+
+    Examples
+    --------
+    >>> check_fraction("weight", 0.8)
+    0.8
+    """
+    if not (_is_real(value) and 0.0 <= value <= upper):
+        raise ValueError(f"{name} must be a number between 0 and {upper:g}, got {value!r}")
+    return float(value)
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` if it is ``True`` or ``False``, else a ``TypeError`` naming ``name``
+    (``1`` or ``"yes"`` are not read as a switch)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _is_real(value) -> bool:
+    """A real number that is not a ``bool`` (NaN included: the callers' comparisons fail)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))

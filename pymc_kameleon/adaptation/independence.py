@@ -37,7 +37,7 @@ from ..emulator import EmulatorSettings
 from ..emulator.correction import DefensiveMixture, correction_proposal
 from ..math.delayed_acceptance import stage1_log_ratio
 from ..math.whitening import AffineMap
-from ..validation import check_at_least, check_integral
+from ..validation import check_flag, check_fraction, check_integral
 from .kernel import MIN_STEPS, ChainState, Iteration, Metropolis, Proposal, rejected_outright
 from .screen import DelayedMetropolis
 
@@ -110,15 +110,13 @@ class EmulatorMoves:
         if not isinstance(self.settings, EmulatorSettings):
             raise TypeError(f"settings must be EmulatorSettings, not {self.settings!r}")
         object.__setattr__(self, "settings", self.settings.completed(STEP_DEFAULTS))
-        for name in ("weight", "min_accept"):
-            if not check_at_least(name, getattr(self, name), 0.0) <= 1:
-                raise ValueError(f"{name} must be between 0 and 1, got {getattr(self, name)!r}")
+        check_fraction("weight", self.weight)
+        check_fraction("min_accept", self.min_accept)
         if self.trial is not None:
             object.__setattr__(self, "trial", check_integral("trial", self.trial, 2))
         object.__setattr__(self, "posterior_draws",
                            check_integral("posterior_draws", self.posterior_draws, 2))
-        if not isinstance(self.delayed, bool):
-            raise TypeError(f"delayed must be True or False, got {self.delayed!r}")
+        check_flag("delayed", self.delayed)
 
     @classmethod
     def of(cls, emulator: bool | EmulatorSettings | EmulatorMoves) -> EmulatorMoves | None:

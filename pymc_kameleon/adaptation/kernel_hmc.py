@@ -37,7 +37,7 @@ import numpy as np
 from ..math.hmc import default_max_jump, hamiltonian_accept_prob, jumps_too_far, kinetic_energy
 from ..math.kernels import check_bandwidth
 from ..math.online import Reservoir
-from ..validation import check_integral
+from ..validation import check_fraction, check_integral
 from .kernel import (
     ChainState,
     DrawContext,
@@ -154,9 +154,7 @@ class KernelHMCAdaptation(KernelHMCRules):
         if not 0 <= self.step_size_jitter < 1:
             raise ValueError(f"step_size_jitter must lie in [0, 1), "
                              f"got {self.step_size_jitter!r}")
-        if not 0 <= self.random_walk_fraction <= 1:
-            raise ValueError(f"random_walk_fraction must lie in [0, 1], "
-                             f"got {self.random_walk_fraction!r}")
+        check_fraction("random_walk_fraction", self.random_walk_fraction)
         if self.max_jump is not None and not self.max_jump > 0:
             raise ValueError(f"max_jump must be a positive number (inf: no bound), "
                              f"got {self.max_jump!r}")

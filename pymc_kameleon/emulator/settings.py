@@ -7,10 +7,9 @@ front end's default (:meth:`EmulatorSettings.completed`).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, fields, replace
 
-from ..validation import check_at_least, check_integral
+from ..validation import check_above, check_at_least, check_flag, check_fraction, check_integral
 
 __all__ = ["ENGINE_DEFAULTS", "EmulatorSettings"]
 
@@ -156,15 +155,11 @@ class EmulatorSettings:
             if f.name in _COUNTS:
                 object.__setattr__(self, f.name, check_integral(f.name, value, _COUNTS[f.name]))
             elif f.name in _FRACTIONS:
-                if not check_at_least(f.name, value, 0.0) <= _FRACTIONS[f.name]:
-                    raise ValueError(f"{f.name} must be between 0 and {_FRACTIONS[f.name]:g}, "
-                                     f"got {value!r}")
+                check_fraction(f.name, value)
             elif f.name in _POSITIVE:
-                if not (_is_number(value) and value > 0):
-                    raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+                check_above(f.name, value, 0.0)
             elif f.name == "keep_draws":
-                if not isinstance(value, bool):
-                    raise TypeError(f"keep_draws must be True or False, got {value!r}")
+                check_flag(f.name, value)
             else:  # settle, min_ess, max_error, design_optimism, tail_probe
                 check_at_least(f.name, value, 0.0)
         if self.max_rounds < self.min_rounds:
@@ -186,18 +181,14 @@ ENGINE_DEFAULTS = {"search_starts": 8, "defensive_weight": 0.2, "defensive_df": 
                    "defensive_scale": 2.0}
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 #: The fields' rules (:meth:`EmulatorSettings.__post_init__`): counts with their least
-#: value, fractions with their largest, positive numbers (infinity allowed); the rest are
-#: numbers of at least 0.
+#: value, fractions (0 to 1), positive numbers (infinity allowed); the rest are numbers of
+#: at least 0.
 _COUNTS = {"n_initial": 1, "batch": 1, "min_rounds": 1, "max_rounds": 1,
            "correction_rounds": 1, "correction_size": 1, "max_extra_rounds": 0,
            "max_restarts": 0, "max_dim": 1, "search_starts": 1, "search_keep": 1,
            "search_climb": 1, "n_subsample": 1, "n_clusters": 1, "em_iters": 1}
-_FRACTIONS = {"defensive_weight": 1.0, "independent_weight": 1.0, "global_weight": 1.0}
+_FRACTIONS = {"defensive_weight", "independent_weight", "global_weight"}
 _POSITIVE = {"max_khat", "window", "widen", "defensive_df", "defensive_scale",
              "gamma", "mean_df"}
 _OPTIONAL = {"n_initial", "batch", "correction_size", "search_starts", "defensive_weight",
