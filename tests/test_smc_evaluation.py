@@ -487,24 +487,27 @@ def test_likelihood_estimators_compile_without_the_inexact_sampler_warning():
         _smc(_noisy_model(0.5), draws=100, chains=2)
 
 
-def _arviz_ess_over_worth(adjacent: bool, seed: int) -> float:
+def _arviz_ess_over_worth(adjacent: bool, seed: int, along: bool = False) -> float:
     """ArviZ's bulk ESS of 1000 draws resampled from 2000 weighted iid N(0, 1) points,
-    over what they are worth (Kish's ESS of the weights, at most the draws)."""
+    over what they are worth (Kish's ESS of the weights, at most the draws); ``along``:
+    resampled along the points' Hilbert curve, as the returned draws are."""
     import arviz as az
 
     from pymc_kameleon.math.importance import kish_ess, resample_indices
 
     rng = np.random.default_rng(seed)
     x, log_w = rng.normal(size=2000), rng.normal(scale=1.2, size=2000)
-    y = x[resample_indices(log_w, 1000, rng, adjacent=adjacent)]
+    points = x[:, None] if along else None
+    y = x[resample_indices(log_w, 1000, rng, adjacent=adjacent, points=points)]
     return float(az.ess(y[None, :], method="bulk")) / min(kish_ess(log_w), 1000)
 
 
-def test_returned_draws_show_arviz_what_they_are_worth():
+@pytest.mark.parametrize("along", [False, True])
+def test_returned_draws_show_arviz_what_they_are_worth(along):
     """Copies of a point next to each other: ArviZ's ESS within 1.5x of the weighted
     sample's worth in at least 5 of 7 groups (about 0.95 each); shuffled copies, the
     broken variant, count every copy (ratio about 1.9) and fail."""
-    ratios = [_arviz_ess_over_worth(True, seed) for seed in range(7)]
+    ratios = [_arviz_ess_over_worth(True, seed, along) for seed in range(7)]
     assert sum(1 / 1.5 <= r <= 1.5 for r in ratios) >= 5, ratios
-    broken = [_arviz_ess_over_worth(False, seed) for seed in range(7)]
+    broken = [_arviz_ess_over_worth(False, seed, along) for seed in range(7)]
     assert sum(1 / 1.5 <= r <= 1.5 for r in broken) < 5, broken

@@ -31,6 +31,8 @@ import arviz as az
 import numpy as np
 from scipy import stats
 
+from pymc_kameleon.math.importance import resample_indices
+
 from ..common import quiet_pymc
 from ..smc_compare import Reference, _run
 from ..suite.metrics import spread_ess
@@ -49,6 +51,24 @@ def pool_stats(X: np.ndarray, log_w: np.ndarray) -> dict:
     var = w @ (X - mean) ** 2
     return {"mean": mean.tolist(), "var": var.tolist(),
             "ess": (var / (w**2 @ (X - mean) ** 2)).tolist()}
+
+
+def resampling_noise(X: np.ndarray, log_w: np.ndarray, size: int, reps: int = 40,
+                     seed: int = 0) -> dict:
+    """The variance that resampling ``size`` draws adds to a weighted sample's mean, per
+    coordinate and in units of the pool's variance per draw (so ``1 / size`` would count
+    every draw as independent), along the points' Hilbert curve (the returned draws) and
+    in a random order (before): what the curve saves, paired on the same pool."""
+    rng = np.random.default_rng(seed)
+    w = np.exp(log_w - np.max(log_w))
+    mean = w @ X / w.sum()
+    var = w @ (X - mean) ** 2 / w.sum()
+    out = {}
+    for name, points in (("curve", X), ("random", None)):
+        dev = [X[resample_indices(log_w, size, rng, adjacent=True, points=points)]
+               .mean(axis=0) - mean for _ in range(reps)]
+        out[name] = (np.mean(np.square(dev), axis=0) / var * size).tolist()
+    return out
 
 
 class PoolRecorder:
@@ -77,10 +97,15 @@ class PoolRecorder:
             last[:] = [out[0]]
             return out
 
-        def resample(log_w, size, rng, *, adjacent=False):
+        def resample(log_w, size, rng, *, adjacent=False, points=None):
             if adjacent and last and len(last[0]) == len(log_w):
                 self.records.append(pool_stats(last[0], np.asarray(log_w, float)))
-            return importance.resample_indices(log_w, size, rng, adjacent=adjacent)
+                if points is not None:
+                    self.records[-1]["noise"] = resampling_noise(
+                        np.asarray(points, float), np.asarray(log_w, float), size)
+                    self.records[-1]["size"] = size
+            return importance.resample_indices(log_w, size, rng, adjacent=adjacent,
+                                               points=points)
 
         recycling.RecycledPool.weighted = weighted
         recycling.resample_indices = emulated.resample_indices = resample
@@ -211,9 +236,18 @@ def print_pools(records: list[dict]) -> None:
     inside = np.array([r["ess"] for r in records]).mean(axis=0)
     spread = var / means.var(axis=0, ddof=1)
     print(f"weighted pools of {len(records)} chains (unconstrained coordinates):")
+    noise = {k: np.array([r["noise"][k] for r in records if "noise" in r]).mean(axis=0)
+             for k in ("curve", "random")} if all("noise" in r for r in records) else None
+    size = records[0].get("size", 1000)
     for j in range(means.shape[1]):
-        print(f"  {j}: delta-method ESS {inside[j]:.0f}, spread ESS {spread[j]:.0f}, "
-              f"ratio {inside[j] / spread[j]:.2f}")
+        line = (f"  {j}: delta-method ESS {inside[j]:.0f}, spread ESS {spread[j]:.0f}, "
+                f"ratio {inside[j] / spread[j]:.2f}")
+        if noise is not None:  # the returned draws' worth: 1 / (1 / pool's + noise / size)
+            worth = {k: 1 / (1 / spread[j] + noise[k][j] / size) for k in noise}
+            line += (f"; resampling noise per draw: curve {noise['curve'][j]:.2f}, random "
+                     f"{noise['random'][j]:.2f}; draws worth: curve {worth['curve']:.0f}, "
+                     f"random {worth['random']:.0f}")
+        print(line)
 
 
 if __name__ == "__main__":

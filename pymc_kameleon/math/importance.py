@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .space_filling import hilbert_order
+
 __all__ = ["kish_ess", "logsumexp", "mixture_log_weights", "resample_indices"]
 
 
@@ -90,7 +92,7 @@ def kish_ess(log_w: np.ndarray) -> float:
 
 
 def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator, *,
-                     adjacent: bool = False) -> np.ndarray:
+                     adjacent: bool = False, points: np.ndarray | None = None) -> np.ndarray:
     """``size`` indices drawn by systematic resampling, in random order (so that the equally
     weighted draws do not come sorted by point).
 
@@ -98,6 +100,14 @@ def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator, *,
     point stay next to each other: ArviZ's autocorrelation then sees that ``m`` copies are
     worth one draw, so its ESS of the resampled draws follows the weighted sample's worth
     instead of counting every copy (``docs/smc.md``, "What the returned draws are worth").
+
+    With ``points`` (the weighted sample's points, one row each) the systematic resampling
+    visits them along a Hilbert curve (:func:`~.space_filling.hilbert_order`): every
+    stretch of nearby points gets as many copies as its weight asks for, so the draws'
+    mean adds far less noise to the weighted mean than in a random order (the returned
+    draws are worth up to the weighted sample's own worth, not ``1 / (1 / K + 1 / size)``;
+    ``docs/benchmarks/emulator.md``).  The chosen points then come in random order, their
+    copies next to each other with ``adjacent=True``.
 
     Examples
     --------
@@ -111,8 +121,15 @@ def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator, *,
     """
     log_w = np.asarray(log_w, dtype=float)
     w = np.exp(log_w - np.max(log_w))
-    order = rng.permutation(len(w)) if adjacent else np.arange(len(w))
+    if points is not None:
+        order = hilbert_order(points, log_w)
+    else:
+        order = rng.permutation(len(w)) if adjacent else np.arange(len(w))
     cum = np.cumsum(w[order] / w.sum())
     positions = (rng.random() + np.arange(size)) / size
     idx = order[np.minimum(np.searchsorted(cum, positions), len(w) - 1)]
-    return idx if adjacent else rng.permutation(idx)
+    if points is not None and adjacent:  # the chosen points in random order, copies together
+        chosen, copies = np.unique(idx, return_counts=True)
+        shuffle = rng.permutation(len(chosen))
+        return np.repeat(chosen[shuffle], copies[shuffle])
+    return idx if adjacent and points is None else rng.permutation(idx)

@@ -141,5 +141,5 @@ def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
         return None
     ess = kish_ess(log_w)
     log_evidence = float(logsumexp(log_w) - np.log(len(log_w)))
-    idx = resample_indices(log_w, size, rng, adjacent=True)  # ArviZ sees their worth
+    idx = resample_indices(log_w, size, rng, adjacent=True, points=X)  # ArviZ sees their worth
     return Recycled(X[idx], prior[idx], lik[idx], ess, log_evidence)
