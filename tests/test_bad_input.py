@@ -192,6 +192,7 @@ def test_integral_step_arguments_are_checked(cls, kwargs, name, error):
     ({"max_rounds": 2}, "max_rounds", ValueError),  # below min_rounds=3
     ({"settle": float("nan")}, "settle", ValueError),
     ({"tail_probe": -1.0}, "tail_probe", ValueError),
+    ({"target_ess": float("nan")}, "target_ess", ValueError),
     ({"defensive_weight": 1.0}, "defensive_weight", ValueError),
     ({"global_weight": 1.5}, "global_weight", ValueError),
     ({"mean_df": 0.0}, "mean_df", ValueError),

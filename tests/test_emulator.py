@@ -218,6 +218,33 @@ def test_correction_is_exact_whatever_the_emulator(wrong, trust):
 
 
 # ------------------------------------------------------------------ the correction
+@pytest.mark.parametrize("target", [0.0, 1.5, 100.0])
+def test_correction_adds_rounds_while_short_of_the_worth_sought(target):
+    """After the planned rounds (6 of 100), one round at a time is added while Kish's ESS
+    is below ``target_ess`` times the draws, at most ``max_extra_rounds`` (4): none at 0,
+    every one where the target cannot be met, and otherwise each round only while the
+    target was still missed, ending once it is met."""
+    rng = np.random.default_rng(3)
+    settings = EmulatorSettings(correction_size=600, target_ess=target)
+    run = EmulatorRun(_problem(rng), settings, 400, rng)
+    kish_after = []  # Kish's ESS after each correction round
+    while run.phase not in ("done", "fallback"):
+        was_correcting = run.phase == "correction"
+        run.step()
+        if was_correcting:
+            kish_after.append(run.summary[0])
+    assert run.phase == "done", run.reason
+    extra = len(kish_after) - 6
+    assert run.correction.pool.size == 100 * len(kish_after)
+    short = [k < target * 400 for k in kish_after[5:]]  # when each added round was decided
+    assert short[:extra] == [True] * extra  # every added round was short of the target
+    assert extra == 4 or not short[extra]  # and the run ended at the cap or on the target
+    if target == 0.0:
+        assert extra == 0
+    if target == 100.0:
+        assert extra == 4
+
+
 def test_own_stage_weights_match_a_direct_computation():
     """Each round's points weigh ``p / g_s`` by their own round's proposal (in model
     coordinates, through the whitening), the rounds scaled to their share of the rounds'

@@ -12,7 +12,7 @@ most one batch of true evaluations apart from the mode search:
    posterior moves less than ``settle`` sds between rounds;
 3. *correction*: adaptive importance-sampling rounds on the true density
    (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and Kish's ESS
-   reaches the draws asked for, within the budget.
+   reaches ``target_ess`` times the draws asked for, within ``max_extra_rounds``.
 
 It falls back (``phase == "fallback"``, with the reason) where the emulator does not pay:
 above ``max_dim`` dimensions, without a usable mode, or when the correction's weights stay
@@ -234,9 +234,10 @@ class EmulatorRun:
             return self._restart_design(kish, khat)
         if self.planned > 0:
             return
-        if khat <= s.max_khat and kish >= s.min_ess * self.draws:
+        reliable = khat <= s.max_khat and kish >= s.min_ess * self.draws
+        if reliable and (kish >= s.target_ess * self.draws or self.extra >= s.max_extra_rounds):
             self.phase = "done"
-        elif self.extra < s.max_extra_rounds:
+        elif self.extra < s.max_extra_rounds:  # short of reliable weights or of the worth
             self.planned, self.extra = 1, self.extra + 1
         else:
             self._restart_design(kish, khat)

@@ -38,11 +38,14 @@ class EmulatorSettings:
     correction_rounds : int
         Importance-sampling rounds planned.
     correction_size : int, optional
-        True evaluations of the planned rounds (default ``2.5`` times the draws: the
-        returned draws, resampled from the weighted sample, are worth about
-        ``1 / (1 / K + 1 / draws)`` for Kish's ESS ``K``; ``docs/benchmarks/emulator.md``).
+        True evaluations of the planned rounds (default ``2.5`` times the draws).
+    target_ess : float
+        Once the weights are reliable, rounds of the same size are added (within
+        ``max_extra_rounds``) while Kish's ESS is below ``target_ess`` times the draws:
+        the returned draws, resampled along a Hilbert curve through the weighted sample,
+        are then worth about their number (``docs/benchmarks/emulator.md``).
     max_extra_rounds : int
-        Rounds added while k-hat or Kish's ESS fall short.
+        Rounds added while k-hat or Kish's ESS fall short, in all.
     max_restarts : int
         Times a correction whose weights collapse (Kish's ESS below ``2 d`` after a round,
         or unreliable after the extra rounds) hands its evaluations to the design and the
@@ -121,6 +124,7 @@ class EmulatorSettings:
     keep_draws: bool = False
     correction_rounds: int = 6
     correction_size: int | None = None
+    target_ess: float = 2.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
     max_khat: float = 0.7
@@ -160,7 +164,7 @@ class EmulatorSettings:
                 check_above(f.name, value, 0.0)
             elif f.name == "keep_draws":
                 check_flag(f.name, value)
-            else:  # settle, min_ess, max_error, design_optimism, tail_probe
+            else:  # settle, min_ess, target_ess, max_error, design_optimism, tail_probe
                 check_at_least(f.name, value, 0.0)
         if self.max_rounds < self.min_rounds:
             raise ValueError(f"max_rounds ({self.max_rounds}) must be at least min_rounds "
