@@ -105,17 +105,17 @@ def check_above(name: str, value, bound: float) -> float:
     return float(value)
 
 
-def check_fraction(name: str, value, upper: float = 1.0) -> float:
-    """``value`` as a ``float`` between 0 and ``upper`` (both included), or a
-    ``ValueError`` naming the argument ``name``.
+def check_fraction(name: str, value) -> float:
+    """``value`` as a ``float`` between 0 and 1 (both included), or a ``ValueError``
+    naming the argument ``name``.
 
     Examples
     --------
     >>> check_fraction("weight", 0.8)
     0.8
     """
-    if not (_is_real(value) and 0.0 <= value <= upper):
-        raise ValueError(f"{name} must be a number between 0 and {upper:g}, got {value!r}")
+    if not (_is_real(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
     return float(value)
 
 

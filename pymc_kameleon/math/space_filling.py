@@ -16,10 +16,9 @@ convergence of resampling methods. Annals of Statistics 47(4), 2236-2260.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.special import ndtr
 
-from .linalg import safe_cholesky
+from .whitening import AffineMap
 
 __all__ = ["hilbert_keys", "hilbert_order"]
 
@@ -96,7 +95,7 @@ def hilbert_order(X: np.ndarray, log_w: np.ndarray | None = None, bits: int = 10
     [{0, 2}, {1, 3}]
     """
     X = np.asarray(X, dtype=float)
-    n, d = X.shape
+    n = len(X)
     w = np.ones(n)
     if log_w is not None:
         log_w = np.asarray(log_w, dtype=float)
@@ -106,10 +105,10 @@ def hilbert_order(X: np.ndarray, log_w: np.ndarray | None = None, bits: int = 10
     w = w / w.sum()
     mean = w @ X
     cov = (X - mean).T @ ((X - mean) * w[:, None])
-    if not np.all(np.isfinite(cov)) or np.trace(cov) <= 0:  # one point of weight
-        mean, cov = X.mean(axis=0), np.cov(X, rowvar=False, ddof=0).reshape(d, d)
-        cov = cov + np.eye(d) * max(np.trace(cov) / d, 1.0) * 1e-10
-    chol = safe_cholesky(cov)[0]
-    U = ndtr(solve_triangular(chol, (X - mean).T, lower=True).T)
+    if np.all(np.isfinite(cov)) and np.trace(cov) > 0:
+        whitening = AffineMap.from_cov(mean, cov)
+    else:  # one point of weight: the points' own spread
+        whitening = AffineMap.from_sample(X)
+    U = ndtr(whitening.rows_to_u(X))
     cells = np.minimum((U * (1 << bits)).astype(np.int64), (1 << bits) - 1)
     return np.lexsort(hilbert_keys(cells, bits)[::-1])
