@@ -60,9 +60,8 @@ def resampling_noise(X: np.ndarray, log_w: np.ndarray, size: int, reps: int = 40
     every draw as independent), along the points' Hilbert curve (the returned draws) and
     in a random order (before): what the curve saves, paired on the same pool."""
     rng = np.random.default_rng(seed)
-    w = np.exp(log_w - np.max(log_w))
-    mean = w @ X / w.sum()
-    var = w @ (X - mean) ** 2 / w.sum()
+    pool = pool_stats(X, log_w)
+    mean, var = np.array(pool["mean"]), np.array(pool["var"])
     out = {}
     for name, points in (("curve", X), ("random", None)):
         dev = [X[resample_indices(log_w, size, rng, adjacent=True, points=points)]
