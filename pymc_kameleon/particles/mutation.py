@@ -91,7 +91,7 @@ class Mutation:
         move = self.move if self.move is not None else MixtureMove()
         P, N = self.chain_length, len(particles[0])
         rows = np.arange(N) if P is None else rng.choice(N, -(-N // P), replace=False)
-        chains = Chains.start(*(a[rows] for a in particles), proposal)  # copies: rows index
+        chains = Chains.start(*(a[rows] for a in particles), proposal, rows)  # copies
         kept = [chains.states()]
         if P is None:
             self.rules.start(chains.X)

@@ -1,12 +1,17 @@
 """A stage's proposal and the exact Metropolis-Hastings move of every particle.
 
 At the start of each stage :meth:`StageProposal.fit` builds, from the resampled particles,
-the whitening map, the KAMH subsample ``Z`` with its bandwidth and ``nu^2``, and a Gaussian
-mixture fitted to the whitened particles.  :class:`MixtureMove` then moves every particle
-once: with probability ``independent_weight`` a draw from the mixture, else the KAMH
-proposal built at the particle; the acceptance uses the mixture proposal's density both
-ways (:meth:`MixtureMove.log_ratio`), and each particle's stored log density, never
-re-evaluated (pseudo-marginal SMC).  ``docs/smc.md`` has the algorithm.
+the whitening map, the KAMH subsample ``Z`` with its bandwidth and ``nu^2``, and two
+Gaussian mixtures, each fitted to one half of the whitened particles (every copy of a
+resampled particle in the same half).  :class:`MixtureMove` then moves every particle
+once: with probability ``independent_weight`` a draw from the mixture fitted to the other
+half, else the KAMH proposal built at the particle; the acceptance uses the mixture
+proposal's density both ways (:meth:`MixtureMove.log_ratio`), and each particle's stored
+log density, never re-evaluated (pseudo-marginal SMC).  ``docs/smc.md`` has the algorithm.
+
+A mixture fitted to the particle it moves is not invariant for the target: it is a little
+higher at its own points, so a particle in a thin region leaves it too easily and the
+tails thin out stage after stage (``docs/benchmarks/smc.md``, "smc-cross-fitted").
 """
 
 from __future__ import annotations
@@ -33,6 +38,28 @@ def fit_mixture(U: np.ndarray, rng: np.random.Generator, options) -> GaussianMix
                                         options.em_iters)
 
 
+def split_copies(X: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """Halves (0 or 1 per row) with every copy of a row in the same half and the halves as
+    equal as the copies allow, in random order; None where a half would hold fewer than
+    two distinct rows (a mixture cannot be fitted to it)."""
+    _, groups = np.unique(X, axis=0, return_inverse=True)
+    groups = np.ravel(groups)
+    order = rng.permutation(groups.max() + 1)
+    first = order[np.cumsum(np.bincount(groups)[order]) <= len(X) / 2]
+    if len(first) < 2 or groups.max() + 1 - len(first) < 2:
+        return None
+    return np.where(np.isin(groups, first), 0, 1)
+
+
+def pooled(mixtures: tuple[GaussianMixture, ...], shares: np.ndarray) -> GaussianMixture:
+    """The mixture of ``mixtures`` with weights ``shares``: the density of a stage's
+    independent proposals, each drawn from one of them in these proportions."""
+    return GaussianMixture(np.concatenate([s * m.weights for m, s in zip(mixtures, shares,
+                                                                           strict=True)]),
+                           np.concatenate([m.means for m in mixtures]),
+                           np.concatenate([m.chols for m in mixtures]))
+
+
 @dataclass(frozen=True)
 class StageProposal:
     """What one stage proposes from (all in the whitened coordinates of ``whitening``).
@@ -46,9 +73,15 @@ class StageProposal:
     bandwidth, gamma, nu2 : float
         The KAMH proposal's kernel bandwidth, isotropic part and scale.
     mixture : GaussianMixture
-        The independent proposal.
+        The density of the stage's independent proposals (``mixtures`` in the proportions
+        of ``movers``): what recycling weighs them by.
     weight : float
         The probability of an independent proposal.
+    mixtures : tuple of GaussianMixture
+        The mixtures fitted to each half of the particles (one where they cannot be split).
+    movers : numpy.ndarray
+        For each particle the fit was made from, the index of the mixture that moves it:
+        the one fitted to the other half.
     """
 
     whitening: AffineMap
@@ -58,6 +91,8 @@ class StageProposal:
     nu2: float
     mixture: GaussianMixture
     weight: float
+    mixtures: tuple[GaussianMixture, ...]
+    movers: np.ndarray
 
     @classmethod
     def fit(cls, X: np.ndarray, log_nu: float, rng: np.random.Generator,
@@ -75,14 +110,39 @@ class StageProposal:
         grams = kamh_grams(U[: min(len(U), 100)], Z, bandwidth)
         trace = float(np.mean(np.trace(grams, axis1=1, axis2=2)))
         base = 2.38**2 / trace if trace > 0 else 1.0
+        half = split_copies(U, rng)
+        if half is None:
+            mixtures, movers = (fit_mixture(U, rng, options),), np.zeros(len(U), dtype=int)
+        else:  # each half's mixture moves the other half's particles
+            mixtures, movers = (tuple(fit_mixture(U[half == h], rng, options) for h in (0, 1)),
+                                1 - half)
         return cls(whitening, Z, bandwidth, options.gamma, base * np.exp(2.0 * log_nu),
-                   fit_mixture(U, rng, options), options.independent_weight)
+                   pooled(mixtures, np.bincount(movers, minlength=len(mixtures)) / len(U)),
+                   options.independent_weight, mixtures, movers)
 
     def refit(self, X: np.ndarray, rng: np.random.Generator, options) -> StageProposal:
-        """The same proposal with its whitening and mixture fitted to the rows of ``X``."""
+        """The same proposal with its whitening and one mixture fitted to the rows of ``X``
+        (for importance sampling, where a proposal may depend on its points)."""
         whitening = AffineMap.from_sample(X)
-        return replace(self, whitening=whitening,
-                       mixture=fit_mixture(whitening.rows_to_u(X), rng, options))
+        mixture = fit_mixture(whitening.rows_to_u(X), rng, options)
+        return replace(self, whitening=whitening, mixture=mixture, mixtures=(mixture,),
+                       movers=np.zeros(len(X), dtype=int))
+
+    def independent(self, movers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One draw for each entry of ``movers`` from the mixture it names."""
+        out = np.empty((len(movers), self.mixtures[0].means.shape[1]))
+        for m, mixture in enumerate(self.mixtures):
+            sel = movers == m
+            out[sel] = mixture.sample(int(sel.sum()), rng)
+        return out
+
+    def independent_logpdf(self, U: np.ndarray, movers: np.ndarray) -> np.ndarray:
+        """The log density of each row of ``U`` under the mixture ``movers`` names."""
+        out = np.empty(len(U))
+        for m, mixture in enumerate(self.mixtures):
+            sel = movers == m
+            out[sel] = mixture.logpdf(U[sel]) if sel.any() else 0.0
+        return out
 
     def local(self, U: np.ndarray):
         """The KAMH proposals built at the rows of ``U``."""
@@ -93,7 +153,8 @@ class StageProposal:
 class Chains:
     """The particles a stage moves: whitened and raw positions, stored log densities
     (never re-evaluated: pseudo-marginal estimates stay with their point), the local
-    proposals built at them and the mixture's log density there."""
+    proposals built at them, the mixture that moves each (an index into the proposal's
+    ``mixtures``) and its log density there."""
 
     U: np.ndarray
     X: np.ndarray
@@ -102,12 +163,17 @@ class Chains:
     lik: np.ndarray
     q: Any
     g: np.ndarray
+    movers: np.ndarray
 
     @classmethod
-    def start(cls, X, logp, prior, lik, proposal: StageProposal) -> Chains:
-        """Chains at the given particles (arrays the chains own: the moves change them)."""
+    def start(cls, X, logp, prior, lik, proposal: StageProposal,
+              rows: np.ndarray | None = None) -> Chains:
+        """Chains at the given particles (arrays the chains own: the moves change them),
+        which are the particles ``rows`` of the proposal's fit (default: all of them)."""
         U = proposal.whitening.rows_to_u(X)
-        return cls(U, X, logp, prior, lik, proposal.local(U), proposal.mixture.logpdf(U))
+        movers = proposal.movers if rows is None else proposal.movers[rows]
+        return cls(U, X, logp, prior, lik, proposal.local(U),
+                   proposal.independent_logpdf(U, movers), movers)
 
     def accept(self, accepted, U, X, q, g, logp, prior, lik) -> None:
         self.U[accepted] = U[accepted]
@@ -148,9 +214,9 @@ class MixtureMove:
         n = len(chains.U)
         glob = rng.random(n) < proposal.weight
         U_prop = chains.q.sample(rng)
-        U_prop[glob] = proposal.mixture.sample(int(glob.sum()), rng)
+        U_prop[glob] = proposal.independent(chains.movers[glob], rng)
         q_prop = proposal.local(U_prop)
-        g_prop = proposal.mixture.logpdf(U_prop)
+        g_prop = proposal.independent_logpdf(U_prop, chains.movers)
         X_prop = to_float(proposal.whitening.rows_to_x(U_prop))
         pl, ll = evaluate(X_prop)
         prop_logp = pl + ll * beta

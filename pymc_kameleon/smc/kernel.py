@@ -76,8 +76,9 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
 
     ``pm.sample_smc(kernel=KameleonSMC)`` keeps PyMC's tempering, resampling and evidence;
     each particle makes exact Metropolis-Hastings moves from a Gaussian mixture fitted to the
-    whitened particles or from the KAMH proposal, one log density per proposal, each stored
-    value never re-evaluated (pseudo-marginal SMC).  How and what it costs: ``docs/smc.md``.
+    other half of the whitened particles or from the KAMH proposal, one log density per
+    proposal, each stored value never re-evaluated (pseudo-marginal SMC).  How and what it
+    costs: ``docs/smc.md``.
 
     Parameters
     ----------
