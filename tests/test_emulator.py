@@ -400,6 +400,37 @@ def test_emulator_mode_through_pm_sample_smc(gauss_model):
     assert np.isfinite(_stat(idata, "pareto_k")[-1]) and _stat(idata, "kish_ess")[-1] > 100
 
 
+def _copies_adjacent(x: np.ndarray) -> bool:
+    """Whether every repeated row of ``x`` has its copies next to each other."""
+    _, first, inverse, counts = np.unique(x, axis=0, return_index=True,
+                                          return_inverse=True, return_counts=True)
+    inverse = np.ravel(inverse)
+    return all(np.all(inverse[first[j]:first[j] + counts[j]] == j)
+               for j in np.flatnonzero(counts > 1))
+
+
+@pytest.mark.parametrize(("settings", "worth_more"), [
+    ({"correction_size": 400, "target_ess": 1.0}, True),
+    ({"correction_size": 100, "correction_rounds": 1, "target_ess": 0.0, "min_ess": 0.0,
+      "max_extra_rounds": 0}, False)])
+def test_returned_copies_adjacent_only_where_worth_fewer_than_the_draws(gauss_model,
+                                                                        settings,
+                                                                        worth_more):
+    """Copies of a point next to each other (so ArviZ counts them about once) where Kish's
+    ESS is below the draws, with a warning; in random order where the sample is worth at
+    least the draws, so that ArviZ does not count them as fewer."""
+    with gauss_model, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, chains=1,
+                              random_seed=5, progressbar=False,
+                              compute_convergence_checks=False)
+    x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
+    assert (_stat(idata, "kish_ess")[-1] >= 300) == worth_more
+    assert len(np.unique(x, axis=0)) < len(x)  # copies to place
+    assert _copies_adjacent(x) != worth_more
+    assert any("worth about" in str(w.message) for w in caught) != worth_more
+
+
 def test_emulator_falls_back_above_its_dimension(gauss_model):
     """Above ``max_dim`` the run warns and samples by the stages on the true density."""
     with gauss_model, pytest.warns(RuntimeWarning, match="falls back to the stages"):

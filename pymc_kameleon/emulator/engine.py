@@ -217,7 +217,7 @@ class EmulatorRun:
             self.phase = "correction"
             self.planned = s.correction_rounds
             self.per_round = max(1, int(np.ceil(
-                (s.correction_size or 2.5 * self.draws) / s.correction_rounds)))
+                (s.correction_size or 1.25 * self.draws) / s.correction_rounds)))
 
     def _correction(self) -> None:
         s, d = self.settings, self.problem.dim

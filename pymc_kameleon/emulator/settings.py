@@ -38,12 +38,14 @@ class EmulatorSettings:
     correction_rounds : int
         Importance-sampling rounds planned.
     correction_size : int, optional
-        True evaluations of the planned rounds (default ``2.5`` times the draws).
+        True evaluations of the planned rounds (default ``1.25`` times the draws).
     target_ess : float
         Once the weights are reliable, rounds of the same size are added (within
         ``max_extra_rounds``) while Kish's ESS is below ``target_ess`` times the draws:
         the returned draws, resampled along a Hilbert curve through the weighted sample,
-        are then worth about their number (``docs/benchmarks/emulator.md``).
+        are then worth about their number, and ArviZ's ESS of them says so; above 1 they
+        are worth more than ArviZ can count (``docs/benchmarks/emulator.md``,
+        "emulator-honest-draws").
     max_extra_rounds : int
         Rounds added while k-hat or Kish's ESS fall short, in all.
     max_restarts : int
@@ -124,7 +126,7 @@ class EmulatorSettings:
     keep_draws: bool = False
     correction_rounds: int = 6
     correction_size: int | None = None
-    target_ess: float = 2.0
+    target_ess: float = 1.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
     max_khat: float = 0.7
