@@ -47,8 +47,8 @@ def nuts_reference(model_name: str, path: Path, seed: int = 11) -> dict:
         idata = pm.sample(draws=50_000, tune=2000, chains=4, cores=1, random_seed=seed,
                           target_accept=0.95, progressbar=False,
                           compute_convergence_checks=False)
-    X = stack_posterior(idata.posterior, free_var_labels(model)[0]).reshape(
-        -1, len(free_var_labels(model)[0]))
+    names = free_var_labels(model)[0]
+    X = stack_posterior(idata.posterior, names).reshape(-1, len(names))
     ref = {"quantiles": np.quantile(X, QUANTILES, axis=0).tolist(),
            "mean": X.mean(0).tolist(), "sd": X.std(0).tolist(),
            "divergences": int(idata.sample_stats.diverging.sum()), "seed": seed}
@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     X = np.concatenate(chains)
     q = np.quantile(X.reshape(-1, X.shape[-1]), QUANTILES, axis=0)
     err = (q - q_nuts) / ref.sd
-    names = [f"{i}" for i in range(X.shape[-1])]
-    print(f"\nover {len(X)} chains (coordinates {' '.join(names)}):")
+    print(f"\nover {len(X)} chains (coordinates 0-{X.shape[-1] - 1}):")
     print("5 % quantile errors (NUTS sds):", np.array2string(err[0], precision=3))
     print("95 % quantile errors (NUTS sds):", np.array2string(err[1], precision=3))
     print("spread ESS per chain:", np.array2string(spread_ess(X.mean(1), ref.sd),

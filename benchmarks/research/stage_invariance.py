@@ -34,8 +34,8 @@ def drift(d: int, n: int, stages: int, weight: float, fit_to_self: bool,
     """The change of the mean ``|x|^2`` and of the share beyond the chi-square 95 % point
     after ``stages`` rounds of (fit, one move) from ``n`` exact draws."""
     X = rng.standard_normal((n, d))
-    r2 = np.sum(X**2, axis=1)
-    before, edge = (r2.mean(), np.mean(r2 > stats.chi2(d).ppf(0.95))), stats.chi2(d).ppf(0.95)
+    r2, edge = np.sum(X**2, axis=1), stats.chi2(d).ppf(0.95)
+    before = r2.mean(), np.mean(r2 > edge)
     logp = -0.5 * r2
     options = SMCOptions(independent_weight=weight)
     for _ in range(stages):

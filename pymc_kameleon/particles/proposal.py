@@ -44,20 +44,12 @@ def split_copies(X: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
     two distinct rows (a mixture cannot be fitted to it)."""
     _, groups = np.unique(X, axis=0, return_inverse=True)
     groups = np.ravel(groups)
-    order = rng.permutation(groups.max() + 1)
+    n_groups = groups.max() + 1
+    order = rng.permutation(n_groups)
     first = order[np.cumsum(np.bincount(groups)[order]) <= len(X) / 2]
-    if len(first) < 2 or groups.max() + 1 - len(first) < 2:
+    if len(first) < 2 or n_groups - len(first) < 2:
         return None
     return np.where(np.isin(groups, first), 0, 1)
-
-
-def pooled(mixtures: tuple[GaussianMixture, ...], shares: np.ndarray) -> GaussianMixture:
-    """The mixture of ``mixtures`` with weights ``shares``: the density of a stage's
-    independent proposals, each drawn from one of them in these proportions."""
-    return GaussianMixture(np.concatenate([s * m.weights for m, s in zip(mixtures, shares,
-                                                                           strict=True)]),
-                           np.concatenate([m.means for m in mixtures]),
-                           np.concatenate([m.chols for m in mixtures]))
 
 
 @dataclass(frozen=True)
@@ -72,9 +64,6 @@ class StageProposal:
         The KAMH subsample.
     bandwidth, gamma, nu2 : float
         The KAMH proposal's kernel bandwidth, isotropic part and scale.
-    mixture : GaussianMixture
-        The density of the stage's independent proposals (``mixtures`` in the proportions
-        of ``movers``): what recycling weighs them by.
     weight : float
         The probability of an independent proposal.
     mixtures : tuple of GaussianMixture
@@ -89,10 +78,19 @@ class StageProposal:
     bandwidth: float
     gamma: float
     nu2: float
-    mixture: GaussianMixture
     weight: float
     mixtures: tuple[GaussianMixture, ...]
     movers: np.ndarray
+
+    @property
+    def mixture(self) -> GaussianMixture:
+        """The density of the stage's independent proposals: ``mixtures`` in the
+        proportions of ``movers`` (what recycling weighs them by)."""
+        shares = np.bincount(self.movers, minlength=len(self.mixtures)) / len(self.movers)
+        return GaussianMixture(
+            np.concatenate([s * m.weights for m, s in zip(self.mixtures, shares, strict=True)]),
+            np.concatenate([m.means for m in self.mixtures]),
+            np.concatenate([m.chols for m in self.mixtures]))
 
     @classmethod
     def fit(cls, X: np.ndarray, log_nu: float, rng: np.random.Generator,
@@ -117,15 +115,14 @@ class StageProposal:
             mixtures, movers = (tuple(fit_mixture(U[half == h], rng, options) for h in (0, 1)),
                                 1 - half)
         return cls(whitening, Z, bandwidth, options.gamma, base * np.exp(2.0 * log_nu),
-                   pooled(mixtures, np.bincount(movers, minlength=len(mixtures)) / len(U)),
                    options.independent_weight, mixtures, movers)
 
     def refit(self, X: np.ndarray, rng: np.random.Generator, options) -> StageProposal:
         """The same proposal with its whitening and one mixture fitted to the rows of ``X``
         (for importance sampling, where a proposal may depend on its points)."""
         whitening = AffineMap.from_sample(X)
-        mixture = fit_mixture(whitening.rows_to_u(X), rng, options)
-        return replace(self, whitening=whitening, mixture=mixture, mixtures=(mixture,),
+        return replace(self, whitening=whitening,
+                       mixtures=(fit_mixture(whitening.rows_to_u(X), rng, options),),
                        movers=np.zeros(len(X), dtype=int))
 
     def independent(self, movers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -141,7 +138,7 @@ class StageProposal:
         out = np.empty(len(U))
         for m, mixture in enumerate(self.mixtures):
             sel = movers == m
-            out[sel] = mixture.logpdf(U[sel]) if sel.any() else 0.0
+            out[sel] = mixture.logpdf(U[sel])
         return out
 
     def local(self, U: np.ndarray):
