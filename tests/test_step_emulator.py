@@ -25,6 +25,7 @@ from pymc_kameleon import EmulatorMoves, EmulatorSettings  # the package's own e
 from pymc_kameleon.adaptation.independence import (
     IndependenceProposal,
     independence_step,
+    moves_pay,
     pair_acceptance,
     stage1_pass_rate,
     steps_for_acceptance,
@@ -163,16 +164,38 @@ def test_settings_and_iterations_per_draw():
     with pytest.raises(TypeError):
         EmulatorMoves.of("yes")
     nan = float("nan")
-    # one iteration when the trial reaches 0.4 and the estimate 0.43; either lower adds
-    assert steps_for_acceptance(0.4, 0.43, 4) == 1 and steps_for_acceptance(0.7, nan, 4) == 1
-    assert steps_for_acceptance(0.39, 0.6, 4) == 2 and steps_for_acceptance(0.6, 0.42, 4) == 2
-    assert steps_for_acceptance(0.5, 0.15, 4) == 3 and steps_for_acceptance(0.15, 0.5, 4) == 3
-    assert steps_for_acceptance(0.01, 0.5, 8) == 8 and steps_for_acceptance(0.5, 0.0, 3) == 5
-    assert steps_for_acceptance(nan, 0.5, 2) == 5
+    # one iteration when the estimate at stationarity reaches 0.43, more below; the
+    # trial's own acceptance (noisy, from the best design point) only without an estimate
+    assert steps_for_acceptance(0.4, 0.43, 4) == 1 and steps_for_acceptance(0.6, 0.42, 4) == 2
+    assert steps_for_acceptance(0.39, 0.6, 4) == 1 and steps_for_acceptance(0.15, 0.5, 4) == 1
+    assert steps_for_acceptance(0.5, 0.15, 4) == 3 and steps_for_acceptance(0.5, 0.0, 3) == 5
+    assert steps_for_acceptance(0.7, nan, 4) == 1 and steps_for_acceptance(0.39, nan, 4) == 2
+    assert steps_for_acceptance(0.01, nan, 8) == 8 and steps_for_acceptance(nan, nan, 2) == 5
+    # a likelihood estimator: either below its bound adds iterations (the trial 0.4)
+    assert steps_for_acceptance(0.39, 0.6, 4, noisy=True) == 2
+    assert steps_for_acceptance(0.15, 0.5, 4, noisy=True) == 3
+    assert steps_for_acceptance(0.4, 0.43, 4, noisy=True) == 1
+    assert steps_for_acceptance(nan, 0.5, 2, noisy=True) == 5
     # the screen: evaluations per iteration 0.8 * 0.5 + 0.2 = 0.6, so 1 -> 2, 3 -> 5
     assert steps_for_screen(1, 0.5, 0.8) == 2 and steps_for_screen(3, 0.5, 0.8) == 5
     assert steps_for_screen(2, 1.0, 0.8) == 2 and steps_for_screen(2, float("nan"), 0.8) == 2
     assert steps_for_screen(2, 0.0, 1.0) == 8  # at most four times
+
+
+def test_the_moves_pay_unless_the_trial_and_its_estimate_both_say_no():
+    """A chain samples without the emulator only when the trial's own acceptance and the
+    control-variate estimate are both below ``min_accept``: a predator-prey chain's trial
+    from the best design point accepted 0.14 where the estimate was 0.38 (the old rule,
+    the trial alone, sent it to sample without the emulator), and on ``truncated`` an
+    emulator far off where ``g`` proposes put the estimate at 0.01 where the trial
+    accepted 0.53 (the estimate alone would have).  For a likelihood estimator the trial
+    alone decides (``test_likelihood_estimator_stays_exact`` fails with the estimate)."""
+    nan = float("nan")
+    assert moves_pay(0.14, 0.38, 0.2) and moves_pay(0.53, 0.01, 0.2)
+    assert not moves_pay(0.15, 0.1, 0.2) and not moves_pay(0.9, 0.99, 1.0)
+    assert moves_pay(0.2, nan, 0.2) and not moves_pay(0.19, nan, 0.2)
+    assert not moves_pay(nan, nan, 0.2)
+    assert not moves_pay(0.14, 0.38, 0.2, noisy=True) and moves_pay(0.2, 0.0, 0.2, noisy=True)
 
 
 def _pairs_by_loops(log_w) -> float:

@@ -43,7 +43,7 @@ from .screen import DelayedMetropolis
 
 __all__ = ["STEP_DEFAULTS", "EmulatorMoves", "EmulatedMetropolis", "IndependenceProposal",
            "independence_log_ratio", "independence_step", "pair_acceptance",
-           "stage1_pass_rate", "steps_for_acceptance", "steps_for_screen",
+           "moves_pay", "stage1_pass_rate", "steps_for_acceptance", "steps_for_screen",
            "trial_acceptance"]
 
 
@@ -81,7 +81,9 @@ class EmulatorMoves:
         True independence proposals of the trial that decides whether the moves pay
         (default ``max(30, 5 d)``), made once the emulator is built.
     min_accept : float
-        The trial's acceptance below which the chain samples without the emulator.
+        The independence moves' acceptance below which the chain samples without the
+        emulator: when the trial's own acceptance and its estimate at stationarity are
+        both below it (the trial's alone for a likelihood estimator; :func:`moves_pay`).
     posterior_draws : int
         Draws of the emulator's posterior (its tempering) that the mixture is fitted to.
     delayed : bool
@@ -262,27 +264,46 @@ def trial_acceptance(log_w: np.ndarray, log_w_emulator: np.ndarray,
     return float(np.clip(free + true - emulated, 0.0, 1.0))
 
 
-#: The acceptances from which a chain makes one iteration per draw: its trial's own (a
-#: chain from the best design point, so it also sees whether ``g`` covers the start's
-#: region) and the control-variate estimate at stationarity (:func:`trial_acceptance`).
-#: Either below its bound adds iterations; the estimate's bound sits above ``lkj``'s 0.35-0.40,
-#: where one iteration per draw fell short of ESS (docs/benchmarks/emulator.md,
-#: "emulator-steps-trial-cv").
+def moves_pay(trial: float, estimate: float, min_accept: float, noisy: bool = False) -> bool:
+    """Whether the independence moves pay: the trial's own acceptance or its estimate at
+    stationarity (:func:`trial_acceptance`) at least ``min_accept``; for a likelihood
+    estimator (``noisy``) the trial's alone.
+
+    Either alone misleads on a deterministic density: the trial's chain starts at the best
+    design point, where the acceptance is lowest, and its few dozen proposals measure it
+    with an sd of 0.06-0.08 (0.14 where the estimate was 0.38); the estimate is three
+    times as precise where the emulator predicts the weights, and collapses where it is
+    far off in a region ``g`` proposes (0.01 where the trial accepted 0.53).  An
+    estimator's noise is not in the emulator, and the estimate from a few dozen noisy
+    weights comes out high (docs/benchmarks/emulator.md, "emulator-steps-fallback-estimate").
+    """
+    if noisy:
+        return bool(trial >= min_accept)
+    return bool(trial >= min_accept or estimate >= min_accept)
+
+
+#: The acceptances from which a chain makes one iteration per draw: the estimate at
+#: stationarity (:func:`trial_acceptance`), and for a likelihood estimator also the
+#: trial's own (see :func:`moves_pay`).  The estimate's bound sits above ``lkj``'s
+#: 0.35-0.40, where one iteration per draw fell short of ESS (docs/benchmarks/emulator.md,
+#: "emulator-steps-trial-cv", "emulator-steps-fallback-estimate").
 TRIAL_ONE_STEP, ESTIMATE_ONE_STEP = 0.4, 0.43
 
 
-def steps_for_acceptance(trial: float, estimate: float, dim: int) -> int:
-    """Iterations per draw after tuning: the larger of ``TRIAL_ONE_STEP / trial`` and
-    ``ESTIMATE_ONE_STEP / estimate``, rounded up (one when both acceptances reach their
-    bounds; a NaN estimate is left out), at most the kernels' default ``max(5, d)``.  One
-    iteration per draw keeps a run of ``pm.sample``'s 1000 draws per chain near one
-    evaluation per draw; more iterations (``n_steps=``) raise the ESS per run, and per
-    evaluation where the build's evaluations weigh (measured on
-    docs/benchmarks/emulator.md, "emulator-steps-losses")."""
+def steps_for_acceptance(trial: float, estimate: float, dim: int,
+                         noisy: bool = False) -> int:
+    """Iterations per draw after tuning: ``ESTIMATE_ONE_STEP / estimate`` rounded up (one
+    at the bound), at most the kernels' default ``max(5, d)``; where the estimate is NaN,
+    or for a likelihood estimator (``noisy``), the larger of that and
+    ``TRIAL_ONE_STEP / trial`` (a NaN estimate left out).  One iteration per draw keeps a
+    run of ``pm.sample``'s 1000 draws per chain near one evaluation per draw; more
+    iterations (``n_steps=``) raise the ESS per run, and per evaluation where the build's
+    evaluations weigh (measured on docs/benchmarks/emulator.md, "emulator-steps-losses")."""
     most = max(MIN_STEPS, dim)
-    if not trial > 0 or estimate == 0:
+    with_trial = noisy or not math.isfinite(estimate)
+    if (with_trial and not trial > 0) or estimate == 0:
         return most
-    steps = TRIAL_ONE_STEP / trial
+    steps = TRIAL_ONE_STEP / trial if with_trial else 0.0
     if estimate > 0:
         steps = max(steps, ESTIMATE_ONE_STEP / estimate)
     return int(min(most, max(1, math.ceil(steps - 1e-9))))

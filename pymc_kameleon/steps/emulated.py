@@ -7,9 +7,10 @@ and design rounds at the chain's first tuning draw, fits the independence propos
 the emulator's posterior, and measures it in a short trial on the true density.  Each draw
 then gets an :class:`EmulatorDraw`: the kernels' moves on the emulator while tuning, the
 mixture of independence and local moves after (with ``delayed=True`` each screened by the
-emulator first: delayed acceptance).  Where the emulator does not pay (the run
-falls back, or the trial accepts too rarely) the chain tunes and samples as without it,
-from the trial's point, with one warning per step and the stat ``emulator_phase``.
+emulator first: delayed acceptance).  Where the emulator does not pay (the run falls back,
+or the trial finds independence moves rarely accepted) the chain tunes and samples as
+without it, from the trial's point, with one warning per step and the stat
+``emulator_phase``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..adaptation.independence import (
     EmulatorMoves,
     IndependenceProposal,
     independence_step,
+    moves_pay,
     stage1_pass_rate,
     steps_for_acceptance,
     steps_for_screen,
@@ -59,8 +61,8 @@ EMULATOR_OFF = {"emulator_active": False, "emulator_phase": 0,
 #: (docs/benchmarks/emulator.md, "emulator-khat").
 KHAT_MIN, KHAT_EVERY, MAX_KHAT = 100, 50, 0.7
 #: A chain whose independence moves after tuning were accepted less often than this sits
-#: where its emulator's posterior is not (the trial at the build accepted at least
-#: ``min_accept``); the run warns.
+#: where its emulator's posterior is not (the build measured at least ``min_accept``,
+#: :func:`~pymc_kameleon.adaptation.independence.moves_pay`); the run warns.
 MIN_RUN_ACCEPT = 0.1
 #: Free draws of ``g`` on the emulator behind the trial's control variate
 #: (:func:`~pymc_kameleon.adaptation.independence.trial_acceptance`).
@@ -255,13 +257,16 @@ class StepEmulator:
             accepts.append(it.accept_prob)
         st.trial_accept = float(np.mean(accepts))
         st.accept_estimate = self._accept_estimate(st, proposals, rng)
-        if st.trial_accept < moves.min_accept:
+        if not moves_pay(st.trial_accept, st.accept_estimate, moves.min_accept,
+                         record.noisy):
             self._fall_back(st, f"a trial of {len(accepts)} independence proposals on the "
                             f"true density accepted {st.trial_accept:.2f} of them "
-                            f"(min_accept={moves.min_accept:g})", name)
+                            f"(estimated at stationarity: {st.accept_estimate:.2f}; "
+                            f"min_accept={moves.min_accept:g})", name)
         else:
             st.phase = "tuning"
-            st.n_steps = steps_for_acceptance(st.trial_accept, st.accept_estimate, self.dim)
+            st.n_steps = steps_for_acceptance(st.trial_accept, st.accept_estimate, self.dim,
+                                              record.noisy)
             if moves.delayed:  # the screen's saved evaluations buy iterations (free)
                 st.pass_rate = stage1_pass_rate(st.g, st.emulator, run.posterior, rng)
                 st.n_steps = steps_for_screen(st.n_steps, st.pass_rate, moves.weight)
