@@ -442,6 +442,41 @@ def test_emulator_falls_back_above_its_dimension(gauss_model):
     assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_fallback_returns_draws_recycled_from_its_stages(gauss_model, monkeypatch, broken):
+    """A run that falls back (above ``max_dim``) returns its draws recycled from its
+    stages' evaluations, worth at least their number (``recycled_ess``) and mostly
+    distinct.  Eight chains of 300 draws in four groups of two: at least three must have the
+    means within 0.1 sd, the sds within 8 % and the recycled log evidence within 0.05 nats
+    of the exact ones.  Weights without the proposals' density must fail."""
+    if broken:
+        monkeypatch.setattr("pymc_kameleon.particles.recycling.mixture_log_weights",
+                            lambda log_target, *_: np.asarray(log_target, dtype=float))
+    with gauss_model, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=EmulatorSettings(max_dim=1),
+                              chains=8, cores=1, random_seed=7, progressbar=False,
+                              compute_convergence_checks=False)
+    x = group_dataset(idata, "posterior")["x"].values
+    stats_ = group_dataset(idata, "sample_stats")
+    last = {name: np.array([np.asarray(c, dtype=float)[-1]
+                            for c in per_chain(stats_[name].values, 8)])
+            for name in ("recycled_ess", "log_evidence_recycled", "emulator_phase")}
+    assert np.all(last["emulator_phase"] == 4) and x.shape == (8, 300, 2)
+    exact = float(stats.multivariate_normal(np.zeros(2), COV + 100.0 * np.eye(2)).logpdf(MEAN))
+    post_sd = np.sqrt(np.diag(POST_COV))
+    ok = []
+    for g in range(0, 8, 2):
+        block = x[g:g + 2].reshape(-1, 2)
+        ok.append(bool(np.all(np.abs(block.mean(0) - POST_MEAN) < 0.1 * post_sd)
+                       and np.all(np.abs(block.std(0) / post_sd - 1) < 0.08)
+                       and abs(last["log_evidence_recycled"][g:g + 2].mean() - exact) < 0.05))
+    assert (sum(ok) >= 3) != broken, (ok, last)
+    if not broken:
+        assert np.all(last["recycled_ess"] >= 300)
+        assert min(len(np.unique(c, axis=0)) for c in x) > 0.9 * 300
+
+
 def test_engine_completes_the_front_ends_settings():
     """Settings left at None take the engine's values in its own run; set ones stay."""
     rng = np.random.default_rng(0)

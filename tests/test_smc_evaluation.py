@@ -511,3 +511,36 @@ def test_returned_draws_show_arviz_what_they_are_worth(along):
     assert sum(1 / 1.5 <= r <= 1.5 for r in ratios) >= 5, ratios
     broken = [_arviz_ess_over_worth(False, seed, along) for seed in range(7)]
     assert sum(1 / 1.5 <= r <= 1.5 for r in broken) < 5, broken
+
+
+@pytest.mark.parametrize(("target", "rounds"), [(100.0, 0), (1e9, 5), (600.0, None)])
+def test_recycling_tops_up_only_until_the_pool_is_worth_the_target(target, rounds):
+    """With ``target_ess`` the rounds (``draws`` points each, within ``extra``) stop once
+    the pool's Kish ESS reaches the target: none where it already does, every round the
+    budget pays for where it never does, and otherwise fewer."""
+    from scipy import stats as st
+
+    from pymc_kameleon.particles.proposal import StageProposal
+    from pymc_kameleon.particles.recycling import RecycledPool, recycle
+    from pymc_kameleon.smc import SMCOptions
+
+    rng, count = np.random.default_rng(0), [0]
+
+    def evaluate(X):
+        count[0] += len(X)
+        return st.norm.logpdf(X).sum(axis=1), np.zeros(len(X))
+
+    proposal = StageProposal.fit(rng.standard_normal((400, 2)), 0.0, rng, SMCOptions())
+    pool = RecycledPool()
+    pool.new_stage(proposal.whitening, proposal.mixture)
+    Y = proposal.whitening.rows_to_x(proposal.mixture.sample(300, rng))
+    pool.add(Y, *evaluate(Y))
+    out = recycle(pool, proposal, 1000, 200, 200, evaluate, rng, lambda x: x, SMCOptions(),
+                  target_ess=target)
+    added = count[0] - 300
+    assert out.X.shape == (200, 2) and added % 200 == 0
+    if rounds is not None:
+        assert added == 200 * rounds
+    else:
+        assert 0 < added < 1000
+    assert (out.ess >= target) == (target < 1e9)

@@ -81,12 +81,15 @@ class Mutation:
     def run(self, particles: tuple[np.ndarray, ...], proposal: StageProposal, beta: float,
             evaluations, rng: np.random.Generator, to_float: Callable,
             on_independent: Callable | None = None,
-            callback: Callable[[StepRecord], object] | None = None) -> StageResult:
+            callback: Callable[[StepRecord], object] | None = None,
+            enough: Callable[[], bool] | None = None) -> StageResult:
         """Move ``particles`` (positions; tempered, prior and likelihood log densities).
 
         ``evaluations``: the chain's :class:`~.evaluation.Evaluations`;
         ``on_independent(X, prior, lik)`` sees every evaluated independent proposal;
-        ``callback(record)`` every step's :class:`~.rules.StepRecord`.
+        ``callback(record)`` every step's :class:`~.rules.StepRecord`; ``enough()``, asked
+        after every step, ends the stage early (where the draws are taken from the
+        independent proposals, not from the particles).
         """
         move = self.move if self.move is not None else MixtureMove()
         P, N = self.chain_length, len(particles[0])
@@ -118,7 +121,7 @@ class Mutation:
                 done = self.rules.done(record)
             if callback is not None:
                 callback(record)
-            if done:
+            if done or (enough is not None and enough()):
                 break
         if P is None:
             X, logp, prior, lik = chains.X, chains.logp, chains.prior, chains.lik

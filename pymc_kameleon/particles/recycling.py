@@ -16,17 +16,30 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from ..compat import pareto_khat
 from ..math.importance import kish_ess, mixture_log_weights, resample_indices
 from ..math.mixture import GaussianMixture
 from ..math.whitening import AffineMap
 from .proposal import StageProposal
 
-__all__ = ["TOP_UP_ROUNDS", "RecycledPool", "Recycled", "defensive", "recycle"]
+__all__ = ["MAX_KHAT", "TOP_UP_ROUNDS", "RecycledPool", "Recycled", "defensive", "recycle",
+           "worth"]
 
 #: Most rounds of the recycling top-up, each of at least ``draws`` points from a mixture
 #: refitted to the weighted pool (measured: docs/benchmarks/smc.md, "Against samplers
 #: outside PyMC").
 TOP_UP_ROUNDS = 8
+#: Pareto's k-hat of a pool's weights above which its Kish ESS says nothing (Vehtari et al.).
+MAX_KHAT = 0.7
+
+
+def worth(log_w: np.ndarray) -> float:
+    """What an importance sample of log weights ``log_w`` is worth: Kish's ESS, or 0 where
+    no weight is finite or Pareto's k-hat is above :data:`MAX_KHAT`."""
+    finite = np.isfinite(log_w)
+    if not finite.any() or pareto_khat(log_w[finite]) > MAX_KHAT:
+        return 0.0
+    return kish_ess(log_w)
 
 
 class RecycledPool:
@@ -114,24 +127,33 @@ class Recycled:
 
 def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
             size: int, evaluate, rng: np.random.Generator, to_float,
-            options) -> Recycled | None:
+            options, target_ess: float | None = None) -> Recycled | None:
     """Top ``pool`` up with ``extra`` evaluations in adaptive importance-sampling rounds,
     then resample ``size`` draws from it; None (with a warning) where no weight is finite.
 
     Each round draws from the defensive version of a mixture refitted to ``draws`` points
     resampled from the weighted pool; the refit is skipped while the pool's Kish ESS is
-    below ``10 d`` (a fit to fewer distinct points would be too narrow).
+    below ``10 d`` (a fit to fewer distinct points would be too narrow).  With
+    ``target_ess`` the rounds have ``draws`` points each, as many as ``extra`` pays for,
+    and stop once the pool is worth ``target_ess`` (:func:`worth`; none if it already is).
+    Copies of a point are returned next to each other where the pool is worth fewer
+    draws than ``size``, so that ArviZ counts them about once.
     """
-    rounds = int(np.clip(extra // max(draws, 1), 1, TOP_UP_ROUNDS))
-    for k in range(rounds if extra > 0 else 0):
-        if k > 0:
+    if target_ess is None:
+        rounds = int(np.clip(extra // max(draws, 1), 1, TOP_UP_ROUNDS)) if extra > 0 else 0
+        sizes = [extra // rounds + (k < extra % rounds) for k in range(rounds)]
+    else:
+        sizes = [draws] * int(min(extra // max(draws, 1), TOP_UP_ROUNDS))
+    for k, n in enumerate(sizes):
+        if k > 0 or target_ess is not None:
             X, _, _, log_w = pool.weighted()
-            if np.isfinite(log_w).any() and kish_ess(log_w) >= 10 * X.shape[1]:
+            if target_ess is not None and worth(log_w) >= target_ess:
+                break
+            if k > 0 and np.isfinite(log_w).any() and kish_ess(log_w) >= 10 * X.shape[1]:
                 proposal = proposal.refit(X[resample_indices(log_w, draws, rng)], rng,
                                           options)
         top_up = defensive(proposal.mixture)
         pool.new_stage(proposal.whitening, top_up)
-        n = extra // rounds + (k < extra % rounds)
         X = to_float(proposal.whitening.rows_to_x(top_up.sample(n, rng)))
         pool.add(X, *evaluate(X))
     X, prior, lik, log_w = pool.weighted()
@@ -141,5 +163,5 @@ def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
         return None
     ess = kish_ess(log_w)
     log_evidence = float(logsumexp(log_w) - np.log(len(log_w)))
-    idx = resample_indices(log_w, size, rng, adjacent=True, points=X)  # ArviZ sees their worth
+    idx = resample_indices(log_w, size, rng, adjacent=ess < size, points=X)
     return Recycled(X[idx], prior[idx], lik[idx], ess, log_evidence)

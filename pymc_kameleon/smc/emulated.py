@@ -8,7 +8,8 @@ the executor.  ``beta`` shows the run's progress and reaches 1 with the last rou
 particles are then draws resampled from the correction's weighted sample, and the log
 evidence is the correction's.  Where the emulator does not pay the run falls back, with a
 warning, to the stages on the true density from fresh prior draws (the design's
-evaluations stay counted).
+evaluations stay counted), and returns its draws recycled from every stage's evaluations,
+topped up until they are worth their number as the correction's are.
 
 **Recycling** (:func:`take_recycled`): after the last stage the chain returns ``recycle``
 draws resampled from every stage's evaluated independent proposals, topped up by
@@ -26,10 +27,10 @@ from pymc.pytensorf import floatX
 
 from ..emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from ..math.importance import resample_indices
-from ..particles.recycling import recycle
+from ..particles.recycling import TOP_UP_ROUNDS, RecycledPool, recycle
 
-__all__ = ["EMULATOR_PHASES", "EMULATOR_STATS", "EmulatorMode", "PHASES", "point_values",
-           "take_recycled", "warn_worth"]
+__all__ = ["EMULATOR_PHASES", "EMULATOR_STATS", "FALLBACK_WORTH", "EmulatorMode", "PHASES",
+           "point_values", "take_recycled", "warn_worth"]
 
 #: The emulator's phases, as the per-stage stat ``emulator_phase`` numbers them.
 PHASES = ("start", "design", "correction", "done", "fallback")
@@ -39,6 +40,12 @@ EMULATOR_PHASES = {"start": "mode search", "design": "design", "correction": "co
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
                   "pareto_k": (float, []), "emulator_error": (float, []),
                   "n_design": (int, [])}
+
+
+#: What the recycled pool of a run that fell back must be worth, in draws: resampling the
+#: draws from a pool worth twice their number leaves them worth about their number
+#: (docs/smc.md, "What a run costs").  The last stage ends once the pool is worth this.
+FALLBACK_WORTH = 2.0
 
 
 def warn_worth(what: str, n: int, ess: float, stat: str) -> None:
@@ -52,18 +59,25 @@ def warn_worth(what: str, n: int, ess: float, stat: str) -> None:
 
 def take_recycled(kernel) -> None:
     """The chain's recycled draws after its last stage (the particles where no weight is
-    finite)."""
+    finite): ``recycle`` of them, or, after the emulator's fallback without ``recycle``,
+    ``draws`` of them with the pool topped up until it is worth as many."""
     k, o = kernel, kernel.options
-    out = recycle(k.pool, k.proposal, int(min(o.recycle, k.evaluations.left())), k.draws,
-                  o.recycle, lambda X: k.evaluations(X, k.rng, k.beta), k.rng, floatX, o)
+    if o.recycle is None:  # the emulator's fallback
+        size, target, what = k.draws, k.recycle_target, "(emulator=...)"
+        extra = int(min(TOP_UP_ROUNDS * k.draws, k.evaluations.left()))
+    else:
+        size, target, what = o.recycle, None, "(recycle=...)"
+        extra = int(min(o.recycle, k.evaluations.left()))
+    out = recycle(k.pool, k.proposal, extra, k.draws, size,
+                  lambda X: k.evaluations(X, k.rng, k.beta), k.rng, floatX, o, target)
     if out is None:
         return
     k.recycled_ess, k.log_evidence_recycled = out.ess, out.log_evidence
     k.worth = out.ess  # what the warning below and the run's summary say
     k.tempered_posterior, k.prior_logp, k.likelihood_logp = out.X, out.prior, out.lik
     k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
-    if out.ess < o.recycle:
-        warn_worth("(recycle=...)", o.recycle, out.ess, "recycled_ess")
+    if out.ess < size:
+        warn_worth(what, size, out.ess, "recycled_ess")
 
 
 def point_values(fn, X: np.ndarray) -> np.ndarray:
@@ -100,7 +114,8 @@ class EmulatorMode:
         if run.phase == "fallback":
             warnings.warn(
                 f"KameleonSMC(emulator=...): {run.reason}; the run falls back to the stages "
-                "on the true density (its evaluations so far stay counted).", RuntimeWarning,
+                "on the true density and returns draws recycled from every stage's "
+                "evaluations (its evaluations so far stay counted).", RuntimeWarning,
                 stacklevel=4)
             return False
         if run.phase == "done":
@@ -128,8 +143,12 @@ class EmulatorMode:
             warn_worth("(emulator=...)", k.draws, kish, "kish_ess")
 
     def fall_back(self) -> None:
-        """Restart the chain from fresh prior draws, evaluated truly, at ``beta = 0``."""
+        """Restart the chain from fresh prior draws, evaluated truly, at ``beta = 0``; its
+        stages' evaluations are recycled into the draws (docs/benchmarks/emulator.md,
+        "emulator-fallback-recycled")."""
         k = self.kernel
+        if k.pool is None:
+            k.pool, k.recycle_target = RecycledPool(), FALLBACK_WORTH * k.draws
         k.tempered_posterior = floatX(self.prior_draws(k.draws))
         k.prior_logp, k.likelihood_logp = k.evaluations(k.tempered_posterior, k.rng, 0.0)
         k.beta = 0.0

@@ -24,7 +24,7 @@ from ..model_point import ModelPoint
 from ..parallel import BatchEvaluator, dumps
 from ..particles.mutation import Mutation
 from ..particles.proposal import TARGET_ACCEPT, MixtureMove, StageProposal
-from ..particles.recycling import RecycledPool
+from ..particles.recycling import RecycledPool, worth
 from ..particles.rules import StageRules
 from ..pseudo_marginal import compiling_for, reseed_estimators
 from .emulated import (
@@ -166,6 +166,9 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         self.emulated: EmulatorMode | None = None
         self._emulator_stats: dict = {}  # the stats of a run that fell back
         self.recycled_ess = self.log_evidence_recycled = np.nan
+        # what the recycled draws must be worth where the emulator fell back (None: as
+        # recycle= says, or no recycling); the last stage ends once the pool is
+        self.recycle_target: float | None = None
         self.worth = np.nan  # what the returned draws are worth where known (warn_worth)
 
     # ------------------------------------------------------------------ PyMC hooks
@@ -253,10 +256,14 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         mutation = Mutation(self.rules, o.max_steps,
                             o.chain_length(self.draws, self.tempered_posterior.shape[1]),
                             self.move)
+        enough = None
+        if self.recycle_target is not None and self.beta >= 1:
+            def enough() -> bool:
+                return worth(self.pool.weighted()[3]) >= self.recycle_target
         self.stage = stage = mutation.run(
             (self.tempered_posterior, self.tempered_posterior_logp, self.prior_logp,
              self.likelihood_logp), self.proposal, self.beta, self.evaluations, self.rng,
-            floatX, None if self.pool is None else self.pool.add, self.callback)
+            floatX, None if self.pool is None else self.pool.add, self.callback, enough)
         self.tempered_posterior, self.tempered_posterior_logp = stage.X, stage.logp
         self.prior_logp, self.likelihood_logp = stage.prior, stage.lik
         if self.beta >= 1:  # after the last stage: warnings, or the recycled draws
