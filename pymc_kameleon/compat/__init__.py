@@ -26,6 +26,7 @@ stack: what a step needs to know it is told (``setup_chain``) or given (``tune_d
 from __future__ import annotations
 
 from .arviz import (
+    MAX_KHAT,
     SUMMARY_COLUMNS,
     as_dataset,
     group_dataset,
@@ -71,6 +72,7 @@ __all__ = [
     "logp_compile_kwargs",
     "max_rhat",
     "smc_stat_per_chain",
+    "MAX_KHAT",
     "pareto_khat",
     "start_chain",
     "summary_table",

@@ -19,7 +19,7 @@ import xarray as xr
 
 from .versions import ARVIZ_VERSION
 
-__all__ = ["SUMMARY_COLUMNS", "as_dataset", "group_dataset", "max_rhat", "pareto_khat",
+__all__ = ["MAX_KHAT", "SUMMARY_COLUMNS", "as_dataset", "group_dataset", "max_rhat", "pareto_khat",
            "summary_table"]
 
 #: Columns of :func:`summary_table`: the ones both ArviZ majors compute, in a fixed order.
@@ -124,6 +124,12 @@ def summary_table(idata, **kwargs):
 
 
 # ----------------------------------------------------------------------------- PSIS
+#: Pareto's k-hat of importance weights above which their estimates (Kish's ESS among
+#: them) are unreliable (Vehtari et al. 2024); the emulator, the steps' independence
+#: proposals and the recycled pools all judge their weights by it.
+MAX_KHAT = 0.7
+
+
 def pareto_khat(log_w: np.ndarray) -> float:
     """Pareto's k-hat of importance weights (Vehtari et al. 2024) from ArviZ's PSIS:
     ``arviz.psislw`` takes the log weights on ArviZ 0.x, ``arviz_stats``' array interface

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from ..compat.arviz import MAX_KHAT
 from ..validation import check_above, check_at_least, check_flag, check_fraction, check_integral
 
 __all__ = ["ENGINE_DEFAULTS", "EmulatorSettings"]
@@ -129,7 +130,7 @@ class EmulatorSettings:
     target_ess: float = 1.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
-    max_khat: float = 0.7
+    max_khat: float = MAX_KHAT
     min_ess: float = 0.5
     max_dim: int = 12
     max_error: float = 2.0

@@ -16,21 +16,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from ..compat import pareto_khat
+from ..compat import MAX_KHAT, pareto_khat
 from ..math.importance import kish_ess, mixture_log_weights, resample_indices
 from ..math.mixture import GaussianMixture
 from ..math.whitening import AffineMap
 from .proposal import StageProposal
 
-__all__ = ["MAX_KHAT", "TOP_UP_ROUNDS", "RecycledPool", "Recycled", "defensive", "recycle",
+__all__ = ["TOP_UP_ROUNDS", "RecycledPool", "Recycled", "defensive", "recycle",
            "worth"]
 
 #: Most rounds of the recycling top-up, each of at least ``draws`` points from a mixture
 #: refitted to the weighted pool (measured: docs/benchmarks/smc.md, "Against samplers
 #: outside PyMC").
 TOP_UP_ROUNDS = 8
-#: Pareto's k-hat of a pool's weights above which its Kish ESS says nothing (Vehtari et al.).
-MAX_KHAT = 0.7
 
 
 def worth(log_w: np.ndarray) -> float:
@@ -59,6 +57,7 @@ class RecycledPool:
         self.own_stage = own_stage
         self.X, self.prior, self.lik = [], [], []
         self.stages: list[list] = []  # [whitening, mixture, n_t]
+        self._weighted: tuple | None = None  # weighted()'s answer until the pool grows
 
     @property
     def size(self) -> int:
@@ -77,13 +76,26 @@ class RecycledPool:
     def weighted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Points, their prior and likelihood terms, and their log weights (each stage's
         mixture density in the model's coordinates: the whitened density over the
-        whitening's determinant)."""
+        whitening's determinant).
+
+        Every stage's density at every point costs O(points x stages); callers that ask
+        again before the pool grows (a check of its worth, then the draws) get the same
+        read-only arrays.
+        """
+        key = (self.size, len(self.stages))
+        if self._weighted is not None and self._weighted[0] == key:
+            return self._weighted[1]
         X, prior, lik = (np.concatenate(a) for a in (self.X, self.prior, self.lik))
         if self.own_stage:
-            return X, prior, lik, self._own_stage_weights(X, prior + lik)
-        log_g = [mix.logpdf(w.rows_to_u(X)) - w.log_det for w, mix, _ in self.stages]
-        log_w = mixture_log_weights(prior + lik, log_g, [s[2] for s in self.stages])
-        return X, prior, lik, log_w
+            log_w = self._own_stage_weights(X, prior + lik)
+        else:
+            log_g = [mix.logpdf(w.rows_to_u(X)) - w.log_det for w, mix, _ in self.stages]
+            log_w = mixture_log_weights(prior + lik, log_g, [s[2] for s in self.stages])
+        out = (X, prior, lik, log_w)
+        for a in out:
+            a.setflags(write=False)
+        self._weighted = (key, out)
+        return out
 
 
     def _own_stage_weights(self, X: np.ndarray, log_p: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from ..adaptation.independence import (
 )
 from ..adaptation.kernel import ChainState, Iteration, Metropolis
 from ..adaptation.screen import DelayedMetropolis
-from ..compat.arviz import pareto_khat
+from ..compat.arviz import MAX_KHAT, pareto_khat
 from ..emulator import EmulatorProblem, EmulatorRun
 from ..emulator.surrogate import LogDensityEmulator
 from .start import ChainStart, _prior_point_fn
@@ -59,7 +59,7 @@ EMULATOR_OFF = {"emulator_active": False, "emulator_phase": 0,
 #: ``g``'s tails are too thin for importance sampling to be reliable (Vehtari et al.), and
 #: an exact chain then corrects them only by long stays that a short run may not make
 #: (docs/benchmarks/emulator.md, "emulator-khat").
-KHAT_MIN, KHAT_EVERY, MAX_KHAT = 100, 50, 0.7
+KHAT_MIN, KHAT_EVERY = 100, 50
 #: A chain whose independence moves after tuning were accepted less often than this sits
 #: where its emulator's posterior is not (the build measured at least ``min_accept``,
 #: :func:`~pymc_kameleon.adaptation.independence.moves_pay`); the run warns.
