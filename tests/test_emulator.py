@@ -269,6 +269,30 @@ def test_own_stage_weights_match_a_direct_computation():
     assert logsumexp(log_w) - np.log(1000) == pytest.approx(0.0, abs=0.05)
 
 
+def test_pool_weights_are_kept_until_the_pool_grows():
+    """Asking twice gives the same read-only arrays; a new stage or new points give the
+    deterministic-mixture weights of the whole pool, as a pool built afresh has them."""
+    rng = np.random.default_rng(1)
+    target = stats.multivariate_normal([0.5, 0.0], np.eye(2))
+    rounds = [(AffineMap.from_cov(np.zeros(2), s**2 * np.eye(2)),
+               GaussianMixture(np.ones(1), np.zeros((1, 2)), np.eye(2)[None]), n)
+              for s, n in ((3.0, 300), (1.5, 200))]
+    pool = RecycledPool()
+    for whitening, proposal, n in rounds:
+        pool.new_stage(whitening, proposal)
+        Y = whitening.rows_to_x(proposal.sample(n, rng))
+        pool.add(Y, np.zeros(n), target.logpdf(Y))
+        first = pool.weighted()
+        assert pool.weighted()[3] is first[3] and len(first[3]) == pool.size
+        with pytest.raises(ValueError):
+            first[3][0] = 0.0
+    fresh = RecycledPool()
+    for (whitening, proposal, _), X, lik in zip(rounds, pool.X, pool.lik, strict=True):
+        fresh.new_stage(whitening, proposal)
+        fresh.add(X, np.zeros(len(X)), lik)
+    np.testing.assert_array_equal(pool.weighted()[3], fresh.weighted()[3])
+
+
 # ------------------------------------------------------------------- the mode search
 _GLOBAL, _SPURIOUS = np.array([4.0, 4.0]), np.array([-3.0, -3.0])
 
