@@ -55,6 +55,7 @@ from .versions import _version as _version  # importable from here, as before th
 
 __all__ = [
     "ARVIZ_VERSION",
+    "MAX_KHAT",
     "PM_SAMPLE_TUNE",
     "PYMC_VERSION",
     "PYTENSOR_HAS_PULLBACK",
@@ -72,7 +73,6 @@ __all__ = [
     "logp_compile_kwargs",
     "max_rhat",
     "smc_stat_per_chain",
-    "MAX_KHAT",
     "pareto_khat",
     "start_chain",
     "summary_table",

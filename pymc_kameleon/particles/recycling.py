@@ -66,12 +66,14 @@ class RecycledPool:
     def new_stage(self, whitening: AffineMap, mixture: GaussianMixture) -> None:
         """Points added from now on are draws of ``mixture`` in ``whitening``'s ``u``."""
         self.stages.append([whitening, mixture, 0])
+        self._weighted = None
 
     def add(self, X: np.ndarray, prior: np.ndarray, lik: np.ndarray) -> None:
         self.X.append(np.array(X, dtype=float))
         self.prior.append(prior)
         self.lik.append(lik)
         self.stages[-1][2] += len(X)
+        self._weighted = None
 
     def weighted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Points, their prior and likelihood terms, and their log weights (each stage's
@@ -82,9 +84,8 @@ class RecycledPool:
         again before the pool grows (a check of its worth, then the draws) get the same
         read-only arrays.
         """
-        key = (self.size, len(self.stages))
-        if self._weighted is not None and self._weighted[0] == key:
-            return self._weighted[1]
+        if self._weighted is not None:
+            return self._weighted
         X, prior, lik = (np.concatenate(a) for a in (self.X, self.prior, self.lik))
         if self.own_stage:
             log_w = self._own_stage_weights(X, prior + lik)
@@ -94,7 +95,7 @@ class RecycledPool:
         out = (X, prior, lik, log_w)
         for a in out:
             a.setflags(write=False)
-        self._weighted = (key, out)
+        self._weighted = out
         return out
 
 
