@@ -20,6 +20,8 @@ from draws (``step_emulator``'s settings, ``returned_worth``'s ESS) are tested, 
   kernel HMC's jumps, a tempered surrogate and the surrogate screen;
 * :mod:`~benchmarks.research.returned_worth`: ArviZ's ESS of KameleonSMC's returned draws
   against the spread of independent chains' means;
+* :mod:`~benchmarks.research.fallback_worth`: what a fallen-back run's recycled pool is
+  worth by coordinate, and the ways of resampling it;
 * :mod:`~benchmarks.research.step_emulator`, :mod:`~benchmarks.research.emulator_weights`:
   the steps' ``emulator=True``, and the correction's weights on a curved target.
 """

@@ -360,3 +360,94 @@ def test_returned_worth_pool_stats_and_recorder():
     [record] = rec.records
     assert record == pool_stats(X, log_w)
     assert np.allclose(record["mean"], 0.3, atol=0.05)
+
+
+def test_fallback_worth_resampling_and_keeper():
+    """``benchmarks.research.fallback_worth``: multinomial resampling keeps a point's copies
+    together with counts that follow the weights; the keeper sees the pool the draws come
+    from, after ``rounds`` importance rounds of ``draws`` points each, and restores what it
+    wraps."""
+    from benchmarks.research.fallback_worth import PoolKeeper, multinomial_adjacent
+    from pymc_kameleon.math.mixture import GaussianMixture
+    from pymc_kameleon.math.whitening import AffineMap
+    from pymc_kameleon.particles import recycling
+    from pymc_kameleon.smc import emulated
+
+    rng = np.random.default_rng(3)
+    log_w = np.log([0.5, 0.3, 0.2])
+    counts = np.zeros(3)
+    for _ in range(200):
+        idx = multinomial_adjacent(log_w, 50, rng)
+        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+        assert len(starts) == len(np.unique(idx))  # each point's copies in one run
+        counts += np.bincount(idx, minlength=3)
+    assert counts / counts.sum() == pytest.approx([0.5, 0.3, 0.2], abs=0.02)
+
+    X = rng.normal(size=(2000, 2))
+    pool = recycling.RecycledPool()
+    pool.new_stage(AffineMap.identity(2), GaussianMixture(np.ones(1), np.zeros((1, 2)),
+                                                          np.eye(2)[None]))
+
+    def evaluate(Y):
+        return -0.5 * (Y**2).sum(axis=1), 0.3 * Y.sum(axis=1)
+
+    pool.add(X, *evaluate(X))
+    original = recycling.resample_indices, emulated.recycle
+    with PoolKeeper(rounds=1) as keeper:
+        out = emulated.recycle(pool, None, 0, 200, 100, evaluate, rng, lambda Y: Y, None,
+                               target_ess=1.0)
+    assert (recycling.resample_indices, emulated.recycle) == original
+    [(points, weights)] = keeper.pools
+    assert len(points) == len(weights) == pool.size == 2200 and len(pool.stages) == 2
+    assert len(out.X) == 100 and np.allclose(out.X.mean(axis=0), 0.3, atol=0.15)
+
+
+def _weighted_pool(seed: int, weak: bool):
+    """3000 points of a 4-d standard Gaussian target with their log weights: every
+    coordinate drawn from the target but the first, drawn from ``N(0, 0.8^2)`` where
+    ``weak`` (its tails get the large weights); otherwise the weights are ``N(0, 0.4^2)``
+    noise (worth the same on every coordinate)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(3000, 4))
+    if weak:
+        X[:, 0] *= 0.8
+        log_w = stats.norm.logpdf(X[:, 0]) - stats.norm.logpdf(X[:, 0], scale=0.8)
+    else:
+        log_w = rng.normal(scale=0.4, size=3000)
+    return X, log_w, rng
+
+
+@pytest.mark.parametrize("weak", [True, False])
+def test_fallback_worth_resamples_evenly(weak):
+    """``resample_evenly``: 1000 draws from a sample worth about 2.5 times as many.  Where
+    one coordinate is worth much less (``weak``) they are resampled along it, so that it
+    keeps its worth (noise below 0.1 of a draw's variance per draw) and the others give up
+    some of theirs (noise above 0.2); where every coordinate is worth the same, along the
+    curve (below 0.4 on each; a random order's is about 1).  Each in at least 5 of 6
+    groups.  The broken variants fail: always along the curve (about 0.05 on the strong
+    coordinates) or always along the weakest coordinate (about 0.8 on the others)."""
+    from benchmarks.research.fallback_worth import SCHEMES, pool_stats, resample_evenly
+    from pymc_kameleon.math.importance import resample_indices
+
+    def noise(seed, how=resample_evenly):
+        X, log_w, rng = _weighted_pool(seed, weak)
+        w = np.exp(log_w - log_w.max())
+        mean, var = w @ X / w.sum(), (w @ X**2 / w.sum()) - (w @ X / w.sum()) ** 2
+        return np.mean([(X[how(X, log_w, 1000, rng)].mean(axis=0) - mean) ** 2
+                        for _ in range(20)], axis=0) / var * 1000
+
+    def passes(noise):
+        if weak:
+            return bool(noise[0] < 0.1 and np.all(noise[1:] > 0.2))
+        return bool(np.all(noise < 0.4))
+
+    def along_weakest(X, log_w, size, rng):
+        key = X[:, np.argmin(pool_stats(X, log_w)["ess"])]
+        order = np.argsort(key)
+        return order[resample_indices(log_w[order], size, rng)]
+
+    assert sum(passes(noise(seed)) for seed in range(6)) >= 5
+    broken = SCHEMES["curve"] if weak else along_weakest
+    assert sum(passes(noise(seed, broken)) for seed in range(6)) < 5
