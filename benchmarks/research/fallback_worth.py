@@ -47,7 +47,7 @@ from ..common import quiet_pymc
 from ..smc_compare import Reference, _run
 from ..suite.metrics import spread_ess
 from ..suite.models import free_var_labels
-from .returned_worth import arviz_ess_per_chain, pool_stats
+from .returned_worth import arviz_ess_per_chain, noise_per_draw, pool_stats
 
 __all__ = ["PoolKeeper", "SCHEMES", "main", "multinomial_adjacent", "resample_evenly"]
 
@@ -63,15 +63,6 @@ def multinomial_adjacent(log_w: np.ndarray, size: int, rng: np.random.Generator)
     return np.repeat(chosen[order], copies[order])
 
 
-def _systematic(w: np.ndarray, order: np.ndarray, size: int,
-                rng: np.random.Generator) -> np.ndarray:
-    """Systematic resampling of ``size`` indices by weights ``w``, visited in ``order``, in
-    random order."""
-    cum = np.cumsum(w[order] / w.sum())
-    positions = (rng.random() + np.arange(size)) / size
-    return rng.permutation(order[np.minimum(np.searchsorted(cum, positions), len(w) - 1)])
-
-
 def resample_evenly(X: np.ndarray, log_w: np.ndarray, size: int, rng: np.random.Generator,
                     reps: int = 20) -> np.ndarray:
     """``size`` indices resampled along the Hilbert curve or along the coordinate the pool
@@ -79,17 +70,19 @@ def resample_evenly(X: np.ndarray, log_w: np.ndarray, size: int, rng: np.random.
     ``1 / (1 / worth + noise / size)`` with the noise of ``reps`` trial resamplings,
     closest to ``size`` on its worst coordinate.  Along one coordinate that coordinate
     keeps its worth and the others give up what they had to spare."""
-    stats = pool_stats(X, log_w)
-    worth, mean, var = (np.array(stats[k]) for k in ("ess", "mean", "var"))
-    w = np.exp(log_w - np.max(log_w))
+    pool = pool_stats(X, log_w)
+    worth = np.array(pool["ess"])
+
+    def along(order):  # systematic resampling visiting the points in ``order``
+        return order[resample_indices(log_w[order], size, rng)]
+
     best, best_miss = None, np.inf
     for order in (hilbert_order(X, log_w), np.argsort(X[:, np.argmin(worth)], kind="stable")):
-        noise = np.mean([(X[_systematic(w, order, size, rng)].mean(axis=0) - mean) ** 2
-                         for _ in range(reps)], axis=0) / np.maximum(var, 1e-300) * size
+        noise = noise_per_draw(X, pool, size, lambda order=order: along(order), reps)
         miss = np.max(np.abs(np.log(size * (1 / worth + noise / size))))
         if miss < best_miss:
             best, best_miss = order, miss
-    return _systematic(w, best, size, rng)
+    return along(best)
 
 
 def log_columns(model) -> np.ndarray:

@@ -38,7 +38,8 @@ from ..smc_compare import Reference, _run
 from ..suite.metrics import spread_ess
 from ..suite.models import free_var_labels
 
-__all__ = ["PoolRecorder", "arviz_ess_per_chain", "main", "pool_stats", "worth_table"]
+__all__ = ["PoolRecorder", "arviz_ess_per_chain", "main", "noise_per_draw", "pool_stats",
+           "worth_table"]
 
 
 def pool_stats(X: np.ndarray, log_w: np.ndarray) -> dict:
@@ -61,13 +62,18 @@ def resampling_noise(X: np.ndarray, log_w: np.ndarray, size: int, reps: int = 40
     in a random order (before): what the curve saves, paired on the same pool."""
     rng = np.random.default_rng(seed)
     pool = pool_stats(X, log_w)
-    mean, var = np.array(pool["mean"]), np.array(pool["var"])
-    out = {}
-    for name, points in (("curve", X), ("random", None)):
-        dev = [X[resample_indices(log_w, size, rng, adjacent=True, points=points)]
-               .mean(axis=0) - mean for _ in range(reps)]
-        out[name] = (np.mean(np.square(dev), axis=0) / var * size).tolist()
-    return out
+    return {name: noise_per_draw(X, pool, size, lambda points=points: resample_indices(
+                log_w, size, rng, adjacent=True, points=points), reps).tolist()
+            for name, points in (("curve", X), ("random", None))}
+
+
+def noise_per_draw(X: np.ndarray, pool: dict, size: int, indices, reps: int) -> np.ndarray:
+    """The variance that ``reps`` resamplings (``indices()``, ``size`` indices each) add to
+    the mean of the weighted sample ``X`` (its :func:`pool_stats` ``pool``), per coordinate,
+    in units of the sample's variance per draw."""
+    mean, var = np.array(pool["mean"]), np.maximum(np.array(pool["var"]), 1e-300)
+    dev = [X[indices()].mean(axis=0) - mean for _ in range(reps)]
+    return np.mean(np.square(dev), axis=0) / var * size
 
 
 class PoolRecorder:
