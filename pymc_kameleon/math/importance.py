@@ -9,7 +9,8 @@ import numpy as np
 
 from .space_filling import hilbert_order
 
-__all__ = ["kish_ess", "logsumexp", "mixture_log_weights", "resample_indices"]
+__all__ = ["kish_ess", "logsumexp", "mixture_log_weights", "resample_indices", "stratified",
+           "systematic"]
 
 
 def logsumexp(a, axis: int | None = None):
@@ -125,11 +126,44 @@ def resample_indices(log_w: np.ndarray, size: int, rng: np.random.Generator, *,
         order = hilbert_order(points, log_w)
     else:
         order = rng.permutation(len(w)) if adjacent else np.arange(len(w))
-    cum = np.cumsum(w[order] / w.sum())
-    positions = (rng.random() + np.arange(size)) / size
-    idx = order[np.minimum(np.searchsorted(cum, positions), len(w) - 1)]
+    idx = systematic(w, order, size, rng.random())
     if points is not None and adjacent:  # the chosen points in random order, copies together
         chosen, copies = np.unique(idx, return_counts=True)
         shuffle = rng.permutation(len(chosen))
         return np.repeat(chosen[shuffle], copies[shuffle])
     return idx if adjacent and points is None else rng.permutation(idx)
+
+
+def systematic(w: np.ndarray, order: np.ndarray, size: int, offset) -> np.ndarray:
+    """Systematic resampling: ``size`` indices of the (unnormalised) weights ``w``, taken
+    at the positions ``(offset + k) / size`` of their cumulative sum along ``order``.
+
+    ``offset`` is uniform on ``[0, 1)`` for a resampling, or an array of offsets (one
+    row of indices each) to see how the draws depend on it.
+
+    Examples
+    --------
+    >>> systematic(np.array([1.0, 2.0, 1.0]), np.arange(3), 4, 0.5).tolist()
+    [0, 1, 1, 2]
+    """
+    offset = np.asarray(offset, dtype=float)[..., None]
+    return _at_positions(w, order, (offset + np.arange(size)) / size)
+
+
+def stratified(w: np.ndarray, order: np.ndarray, size: int,
+               rng: np.random.Generator) -> np.ndarray:
+    """Stratified resampling: as :func:`systematic`, but an offset of its own for each
+    of the ``size`` positions, so that the draws within a stratum are independent.
+
+    Examples
+    --------
+    >>> idx = stratified(np.ones(4), np.arange(4), 4, np.random.default_rng(0))
+    >>> idx.tolist()
+    [0, 1, 2, 3]
+    """
+    return _at_positions(w, order, (np.arange(size) + rng.random(size)) / size)
+
+
+def _at_positions(w, order, positions):
+    cum = np.cumsum(w[order]) / np.sum(w)
+    return order[np.minimum(np.searchsorted(cum, positions), len(w) - 1)]
