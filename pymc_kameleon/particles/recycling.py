@@ -17,6 +17,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..compat import MAX_KHAT, pareto_khat
+from ..math.draw_worth import resample_draws
 from ..math.importance import kish_ess, mixture_log_weights, resample_indices
 from ..math.mixture import GaussianMixture
 from ..math.whitening import AffineMap
@@ -176,5 +177,5 @@ def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
         return None
     ess = kish_ess(log_w)
     log_evidence = float(logsumexp(log_w) - np.log(len(log_w)))
-    idx = resample_indices(log_w, size, rng, adjacent=ess < size, points=X)
+    idx = resample_draws(X, log_w, size, rng)
     return Recycled(X[idx], prior[idx], lik[idx], ess, log_evidence)

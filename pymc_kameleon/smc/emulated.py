@@ -26,7 +26,7 @@ from pymc.blocking import DictToArrayBijection
 from pymc.pytensorf import floatX
 
 from ..emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
-from ..math.importance import resample_indices
+from ..math.draw_worth import resample_draws
 from ..particles.recycling import TOP_UP_ROUNDS, RecycledPool, recycle
 
 __all__ = ["EMULATOR_PHASES", "EMULATOR_STATS", "FALLBACK_WORTH", "EmulatorMode", "PHASES",
@@ -130,10 +130,10 @@ class EmulatorMode:
         run, k = self.run, self.kernel
         X, prior, lik, log_w = run.correction.weighted()
         kish, khat, log_evidence = run.summary
-        # a point's copies next to each other only where the sample is worth fewer draws
-        # than asked: ArviZ then counts them about once; otherwise it would undercount the
-        # draws (docs/benchmarks/emulator.md, "emulator-honest-draws")
-        idx = resample_indices(log_w, k.draws, k.rng, adjacent=kish < k.draws, points=X)
+        # copies together where the sample is worth fewer draws than asked, no draw worth
+        # much more than one otherwise: ArviZ's count then follows the draws' worth
+        # (docs/benchmarks/emulator.md, "emulator-honest-draws", "emulator-capped-draws")
+        idx = resample_draws(X, log_w, k.draws, k.rng)
         k.tempered_posterior = floatX(X[idx])
         k.prior_logp, k.likelihood_logp = prior[idx], lik[idx]
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
