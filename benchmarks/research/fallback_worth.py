@@ -10,17 +10,26 @@ chains a seed, and keeps every chain's weighted pool, the one its draws are resa
 from.  Per coordinate, over the chains: the ESS of the pool's weighted mean from the
 delta method (:func:`~benchmarks.research.returned_worth.pool_stats`: what one run can see
 of its own error, ignoring the stages' dependence on each other) and its ratio to Kish's
-ESS; then, for ``draws`` points resampled from each pool three ways, ArviZ's bulk ESS of
+ESS; then, for ``draws`` points resampled from each pool four ways, ArviZ's bulk ESS of
 a chain's draws, the ESS per chain from the spread of the chains' means (the pools' mean
 variance over the means' variance) and the ratio of the two, all on the model's scale
 (``tau``, not its log):
 
-* ``curve``: systematic resampling along the pool's Hilbert curve (what the run returns);
+* ``curve``: systematic resampling along the pool's Hilbert curve (what the run returned
+  before ``capped``);
 * ``multinomial``: with each point's copies next to each other (the noise ``1 / draws``
   on every coordinate);
 * ``even``: :func:`resample_evenly`, systematic resampling along the coordinate the pool
   is worth least on, where that brings the draws' worth closer to their number on every
-  coordinate.
+  coordinate;
+* ``capped``: :func:`~pymc_kameleon.math.draw_worth.resample_draws` (what the run returns
+  now): along the curve but for the smallest share, resampled along the weakest
+  coordinate, that keeps every coordinate's predicted worth per draw (``draws_worth``) at
+  most ``WORTH_CAP``, so that ArviZ's one count per draw errs low by at most that much.
+
+Per coordinate the table also gives that prediction for the curve and for ``capped``,
+from each pool alone (in the sampler's coordinates, ``log tau``): the mean over the
+chains, and the mean over the chains of each chain's weakest coordinate.
 
 ``--rounds K`` is the other design tried for the weak coordinate: after the last stage,
 ``K`` importance rounds of ``draws`` points each from the emulator correction's proposal
@@ -40,6 +49,7 @@ import numpy as np
 
 from pymc_kameleon.emulator import EmulatorSettings
 from pymc_kameleon.emulator.correction import correction_proposal
+from pymc_kameleon.math.draw_worth import capped_plan, draws_worth, resample_draws
 from pymc_kameleon.math.importance import kish_ess, resample_indices
 from pymc_kameleon.math.space_filling import hilbert_order
 
@@ -103,13 +113,14 @@ def _multinomial(X, log_w, size, rng):
     return multinomial_adjacent(log_w, size, rng)
 
 
-#: The three ways of resampling a pool to ``draws`` equally weighted points.
-SCHEMES = {"curve": _curve, "multinomial": _multinomial, "even": resample_evenly}
+#: The four ways of resampling a pool to ``draws`` equally weighted points.
+SCHEMES = {"curve": _curve, "multinomial": _multinomial, "even": resample_evenly,
+           "capped": resample_draws}
 
 
 class PoolKeeper:
     """While active, the points and log weights of every pool a fallen-back chain resamples
-    its draws from (``recycle``'s call of ``resample_indices`` with the points), and with
+    its draws from (``recycle``'s call of ``resample_draws``), and with
     ``rounds`` that many importance rounds from the correction's proposal before it."""
 
     def __init__(self, rounds: int = 0):
@@ -120,14 +131,13 @@ class PoolKeeper:
         from pymc_kameleon.particles import recycling
         from pymc_kameleon.smc import emulated
 
-        self._saved = [(recycling, "resample_indices", recycling.resample_indices),
+        self._saved = [(recycling, "resample_draws", recycling.resample_draws),
                        (emulated, "recycle", emulated.recycle)]
-        original_resample, original_recycle = recycling.resample_indices, emulated.recycle
+        original_resample, original_recycle = recycling.resample_draws, emulated.recycle
 
-        def resample(log_w, size, rng, *, adjacent=False, points=None):
-            if points is not None:
-                self.pools.append((np.array(points, float), np.array(log_w, float)))
-            return original_resample(log_w, size, rng, adjacent=adjacent, points=points)
+        def resample(X, log_w, size, rng, **kw):
+            self.pools.append((np.array(X, float), np.array(log_w, float)))
+            return original_resample(X, log_w, size, rng, **kw)
 
         def recycle(pool, proposal, extra, draws, size, evaluate, rng, to_float, options,
                     target_ess=None):
@@ -142,7 +152,7 @@ class PoolKeeper:
             return original_recycle(pool, proposal, extra, draws, size, evaluate, rng,
                                     to_float, options, target_ess)
 
-        recycling.resample_indices, emulated.recycle = resample, recycle
+        recycling.resample_draws, emulated.recycle = resample, recycle
         return self
 
     def __exit__(self, *exc) -> None:
@@ -185,8 +195,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      for name, how in SCHEMES.items()}
             ess = arviz_ess_per_chain(np.stack(list(draws.values())))
             pool = pool_stats(shown, log_w)
+            how, share, _ = capped_plan(X, log_w, args.draws)
             rows.append({"seed": seed, "evals": r["evals"], "kish": kish_ess(log_w),
                          "delta": np.array(pool["ess"]), "var": np.array(pool["var"]),
+                         "predicted": {"curve": draws_worth(X, log_w, args.draws),
+                                       "capped": draws_worth(X, log_w, args.draws,
+                                                             (how, share))},
+                         "share": share,
                          **{name: (x.mean(axis=0), e)
                             for (name, x), e in zip(draws.items(), ess, strict=True)}})
         seed_rows = [row for row in rows if row["seed"] == seed]
@@ -204,23 +219,36 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def print_table(rows: list[dict], labels: list[str]) -> None:
     """Per coordinate, pooled over the chains of ``rows``: the delta-method ESS, and each
-    scheme's ArviZ ESS, spread ESS and their ratio, in Markdown."""
+    scheme's ArviZ ESS, spread ESS and their ratio; then the predicted worth per draw of
+    ``curve`` and ``capped``; in Markdown."""
     kish = np.mean([row["kish"] for row in rows])
     delta = np.mean([row["delta"] for row in rows], axis=0)
+    schemes = [name for name in SCHEMES if name in rows[0]]
     print(f"{len(rows)} chains; Kish's ESS {kish:.0f} a chain (means over the chains)")
     print("| coordinate | delta-method ESS (over Kish's) | "
-          + " | ".join(f"{name}: ArviZ / spread (ratio)" for name in SCHEMES) + " |")
-    print("|---|---|" + "---|" * len(SCHEMES))
+          + " | ".join(f"{name}: ArviZ / spread (ratio)" for name in schemes) + " |")
+    print("|---|---|" + "---|" * len(schemes))
     sd = np.sqrt(np.mean([row["var"] for row in rows], axis=0))  # the pools' own
     spread = {name: spread_ess(np.array([row[name][0] for row in rows]), sd)
-              for name in SCHEMES}
+              for name in schemes}
     for j, label in enumerate(labels):
         cells = []
-        for name in SCHEMES:
+        for name in schemes:
             arviz = np.mean([row[name][1][j] for row in rows])
             cells.append(f"{arviz:.0f} / {spread[name][j]:.0f} ({arviz / spread[name][j]:.2f})")
         print(f"| {label} | {delta[j]:.0f} ({delta[j] / kish:.2f}) | " + " | ".join(cells)
               + " |")
+    if "predicted" not in rows[0]:
+        return
+    share = np.mean([row["share"] for row in rows])
+    print(f"\nPredicted worth per draw (capped: {share:.0f} of the draws multinomial on "
+          "average); mean over the chains, and of each chain's weakest coordinate")
+    print("| scheme | " + " | ".join(labels) + " | weakest |")
+    print("|---|" + "---|" * (len(labels) + 1))
+    for name in ("curve", "capped"):
+        worth = np.array([row["predicted"][name] for row in rows])
+        print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in worth.mean(axis=0))
+              + f" | {worth.min(axis=1).mean():.2f} |")
 
 
 if __name__ == "__main__":

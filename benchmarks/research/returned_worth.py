@@ -31,6 +31,7 @@ import arviz as az
 import numpy as np
 from scipy import stats
 
+from pymc_kameleon.math.draw_worth import coordinate_worth
 from pymc_kameleon.math.importance import resample_indices
 
 from ..common import quiet_pymc
@@ -51,7 +52,7 @@ def pool_stats(X: np.ndarray, log_w: np.ndarray) -> dict:
     mean = w @ X
     var = w @ (X - mean) ** 2
     return {"mean": mean.tolist(), "var": var.tolist(),
-            "ess": (var / (w**2 @ (X - mean) ** 2)).tolist()}
+            "ess": coordinate_worth(X, log_w).tolist()}
 
 
 def resampling_noise(X: np.ndarray, log_w: np.ndarray, size: int, reps: int = 40,
@@ -78,42 +79,29 @@ def noise_per_draw(X: np.ndarray, pool: dict, size: int, indices, reps: int) -> 
 
 class PoolRecorder:
     """While active, :func:`pool_stats` of every weighted pool that a chain resamples its
-    returned draws from (``resample_indices(..., adjacent=True)`` in the emulator's output
-    and in ``recycle``), in the sampler's unconstrained coordinates, in call order; the
-    pool's points are those of its last ``RecycledPool.weighted()``."""
+    returned draws from (``resample_draws`` in the emulator's output and in ``recycle``),
+    in the sampler's unconstrained coordinates, in call order, with the noise of
+    resampling it along its curve and in random order (:func:`resampling_noise`)."""
 
     def __init__(self):
         self.records: list[dict] = []
 
     def __enter__(self) -> PoolRecorder:
-        from pymc_kameleon.math import importance
+        from pymc_kameleon.math import draw_worth
         from pymc_kameleon.particles import recycling
         from pymc_kameleon.smc import emulated
 
-        self._saved = [(recycling.RecycledPool, "weighted",
-                        recycling.RecycledPool.weighted),
-                       (recycling, "resample_indices", recycling.resample_indices),
-                       (emulated, "resample_indices", emulated.resample_indices)]
-        last: list = []
-        original = recycling.RecycledPool.weighted
+        self._saved = [(recycling, "resample_draws", recycling.resample_draws),
+                       (emulated, "resample_draws", emulated.resample_draws)]
 
-        def weighted(pool):
-            out = original(pool)
-            last[:] = [out[0]]
-            return out
+        def resample(X, log_w, size, rng, **kw):
+            X, log_w = np.asarray(X, float), np.asarray(log_w, float)
+            self.records.append(pool_stats(X, log_w))
+            self.records[-1]["noise"] = resampling_noise(X, log_w, size)
+            self.records[-1]["size"] = size
+            return draw_worth.resample_draws(X, log_w, size, rng, **kw)
 
-        def resample(log_w, size, rng, *, adjacent=False, points=None):
-            if adjacent and last and len(last[0]) == len(log_w):
-                self.records.append(pool_stats(last[0], np.asarray(log_w, float)))
-                if points is not None:
-                    self.records[-1]["noise"] = resampling_noise(
-                        np.asarray(points, float), np.asarray(log_w, float), size)
-                    self.records[-1]["size"] = size
-            return importance.resample_indices(log_w, size, rng, adjacent=adjacent,
-                                               points=points)
-
-        recycling.RecycledPool.weighted = weighted
-        recycling.resample_indices = emulated.resample_indices = resample
+        recycling.resample_draws = emulated.resample_draws = resample
         return self
 
     def __exit__(self, *exc) -> None:

@@ -333,32 +333,25 @@ def test_returned_worth_table_interval_and_ratio():
 def test_returned_worth_pool_stats_and_recorder():
     """The delta method's ESS of a weighted mean is the points' number under equal weights
     and Kish's where the weights do not depend on the point's value; the recorder sees the
-    pool a chain resamples with ``adjacent=True`` and restores the functions it wraps."""
+    pool a chain resamples its returned draws from and restores the functions it wraps."""
     from benchmarks.research.returned_worth import PoolRecorder, pool_stats
     from pymc_kameleon.math.importance import kish_ess
     from pymc_kameleon.particles import recycling
+    from pymc_kameleon.smc import emulated
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(4000, 2))
     assert pool_stats(X, np.zeros(4000))["ess"] == pytest.approx([4000, 4000])
     log_w = rng.normal(scale=0.5, size=4000)
     assert pool_stats(X, log_w)["ess"] == pytest.approx([kish_ess(log_w)] * 2, rel=0.1)
-    # a pool of draws of N(0, I) weighed towards N(0.3, I): the recorder sees its points
-    from pymc_kameleon.math.mixture import GaussianMixture
-    from pymc_kameleon.math.whitening import AffineMap
-
-    pool = recycling.RecycledPool()
-    pool.new_stage(AffineMap.identity(2), GaussianMixture(np.ones(1), np.zeros((1, 2)),
-                                                          np.eye(2)[None]))
-    pool.add(X, -0.5 * (X**2).sum(axis=1), 0.3 * X.sum(axis=1))
-    original = recycling.resample_indices, recycling.RecycledPool.weighted
+    log_w = 0.3 * X.sum(axis=1)  # draws of N(0, I) weighed towards N(0.3, I)
+    original = recycling.resample_draws, emulated.resample_draws
     with PoolRecorder() as rec:
-        _, _, _, log_w = pool.weighted()
-        recycling.resample_indices(log_w, 100, rng)  # not the returned draws: not recorded
-        recycling.resample_indices(log_w, 100, rng, adjacent=True)
-    assert (recycling.resample_indices, recycling.RecycledPool.weighted) == original
+        idx = recycling.resample_draws(X, log_w, 100, rng)
+    assert (recycling.resample_draws, emulated.resample_draws) == original
     [record] = rec.records
-    assert record == pool_stats(X, log_w)
+    assert len(idx) == record["size"] == 100
+    assert {k: record[k] for k in ("mean", "var", "ess")} == pool_stats(X, log_w)
     assert np.allclose(record["mean"], 0.3, atol=0.05)
 
 
@@ -392,14 +385,14 @@ def test_fallback_worth_resampling_and_keeper():
         return -0.5 * (Y**2).sum(axis=1), 0.3 * Y.sum(axis=1)
 
     pool.add(X, *evaluate(X))
-    original = recycling.resample_indices, emulated.recycle
+    original = recycling.resample_draws, emulated.recycle
     with PoolKeeper(rounds=1) as keeper:
         out = emulated.recycle(pool, None, 0, 200, 100, evaluate, rng, lambda Y: Y, None,
                                target_ess=1.0)
-    assert (recycling.resample_indices, emulated.recycle) == original
+    assert (recycling.resample_draws, emulated.recycle) == original
     [(points, weights)] = keeper.pools
     assert len(points) == len(weights) == pool.size == 2200 and len(pool.stages) == 2
-    assert len(out.X) == 100 and np.allclose(out.X.mean(axis=0), 0.3, atol=0.15)
+    assert len(out.X) == 100 and np.allclose(out.X.mean(axis=0), 0.3, atol=0.35)  # 3.5 sd
 
 
 def _weighted_pool(seed: int, weak: bool):
