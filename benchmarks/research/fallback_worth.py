@@ -241,7 +241,7 @@ def print_table(rows: list[dict], labels: list[str]) -> None:
     if "predicted" not in rows[0]:
         return
     share = np.mean([row["share"] for row in rows])
-    print(f"\nPredicted worth per draw (capped: {share:.0f} of the draws multinomial on "
+    print(f"\nPredicted worth per draw (capped: {share:.0f} of the draws off the curve on "
           "average); mean over the chains, and of each chain's weakest coordinate")
     print("| scheme | " + " | ".join(labels) + " | weakest |")
     print("|---|" + "---|" * (len(labels) + 1))
