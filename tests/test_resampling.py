@@ -219,3 +219,27 @@ def test_capped_plan_keeps_every_coordinate_within_the_cap():
     assert before.max() > WORTH_CAP and np.delete(after, weak).max() <= WORTH_CAP * 1.01
     assert after[weak] >= 0.95 * before[weak]
     assert capped_plan(X[:600], log_w[:600], 500)[1] == 0
+
+
+def test_capped_plan_keeps_the_draws_worth_on_their_weakest_coordinate():
+    """The share never leaves a coordinate worth less than the weakest along the curve (or
+    than 1 where that is more): on five samples with a second, middling coordinate the
+    plan keeps every coordinate at that floor.  The cap alone (the smallest share that
+    brings every other coordinate to the cap, the broken variant) takes the middling one
+    to 0.87-0.89 and breaks it on every sample."""
+    from pymc_kameleon.math.draw_worth import WORTH_CAP, capped_plan, draws_worth
+
+    sd = np.array([0.85, 1.0, 1.6, 1.6])
+    rng = np.random.default_rng(0)
+    kept, broken = [], []
+    for _ in range(5):
+        X = rng.normal(size=(3000, 4)) * sd
+        log_w = (stats.norm.logpdf(X) - stats.norm.logpdf(X, scale=sd)).sum(axis=1)
+        floor = min(draws_worth(X, log_w, 1000).min(), 1.0) - 1e-9
+        how, share, weak = capped_plan(X, log_w, 1000)
+        kept.append(draws_worth(X, log_w, 1000, (how, share)).min() >= floor)
+        capped = next(n for n in range(0, 1001, 25)
+                      if np.delete(draws_worth(X, log_w, 1000, (how, n)), weak).max()
+                      <= WORTH_CAP)
+        broken.append(draws_worth(X, log_w, 1000, (how, capped)).min() >= floor)
+    assert all(kept) and not any(broken), (kept, broken)

@@ -130,9 +130,12 @@ def _share_noise(X, log_w, base, how):
 def capped_plan(X: np.ndarray, log_w: np.ndarray, size: int, cap: float = WORTH_CAP,
                 order: np.ndarray | None = None) -> tuple[str, int, int]:
     """How many of ``size`` draws (a multiple of ``size / 40``) to resample other than
-    along the curve, so that no coordinate's :func:`draws_worth` is above ``cap``: the
-    smallest such share (or every draw), along the sort of the weakest coordinate, or
-    multinomially where even that one's draws are worth more than :data:`RICH` each.
+    along the curve, so that no coordinate's :func:`draws_worth` is above ``cap``, along
+    the sort of the weakest coordinate, or multinomially where even that one's draws are
+    worth more than :data:`RICH` each: the smallest such share, but none that leaves a
+    coordinate worth less than the weakest along the curve (or than 1 where that is
+    more).  The draws' worth on their weakest coordinate, what a run's ESS is, then stays
+    what the curve gives it.
 
     Returns ``(how, share, weakest)``: ``"sorted"`` or ``"random"``, the share, and the
     coordinate the draws are worth least on.  ``order``: the sample's Hilbert curve where
@@ -144,10 +147,13 @@ def capped_plan(X: np.ndarray, log_w: np.ndarray, size: int, cap: float = WORTH_
         return "random", 0, weak
     how = "random" if base[weak] < 1.0 / RICH else "sorted"
     gain = _share_noise(X, log_w, base, how) - curve  # per draw moved into the share
+    floor = max(base[weak], 1.0)  # in 1 / worth: the least a coordinate may keep
     with np.errstate(divide="ignore", invalid="ignore"):  # (none where the share cannot help)
         need = np.where((base < 1.0 / cap) & (gain > 0), (1.0 / cap - base) / gain, 0.0)
+        allow = np.where(gain > 0, (floor - base) / gain, np.inf)
     step = max(1, size // SHARE_STEPS)
-    return how, int(min(size, step * np.ceil(need.max() * size / step))), weak
+    share = min(np.ceil(need.max() * size / step), np.floor(max(allow.min(), 0.0) * size / step))
+    return how, int(min(size, step * share)), weak
 
 
 def resample_draws(X: np.ndarray, log_w: np.ndarray, size: int, rng: np.random.Generator,
@@ -158,7 +164,7 @@ def resample_draws(X: np.ndarray, log_w: np.ndarray, size: int, rng: np.random.G
     Hilbert curve, a point's copies next to each other so that ArviZ counts them about
     once (:func:`~.importance.resample_indices`).  Otherwise systematic along the curve
     but for :func:`capped_plan`'s share, in random order: no coordinate's draws are then
-    worth much more than ``cap`` each, and the weakest keeps its worth where it is below.
+    worth much more than ``cap`` each where that costs the weakest coordinate nothing.
 
     Parameters
     ----------
