@@ -4,8 +4,9 @@ coordinate; and resampling that keeps the draws' worth close to their number.
 ArviZ counts ``N`` shuffled draws as about ``N`` independent ones on every coordinate.
 Draws resampled systematically along the sample's Hilbert curve are worth more than that
 on the coordinates the sample knows well (up to twice as much), so ArviZ undercounts them
-there; :func:`resample_draws` resamples a share of them multinomially, just enough that
-no coordinate's draws are worth more than :data:`WORTH_CAP` each
+there; :func:`resample_draws` resamples a share of them along the weakest coordinate
+instead, just enough that no coordinate's draws are worth more than :data:`WORTH_CAP`
+each, as far as none falls below the weakest's worth along the curve
 (``docs/benchmarks/emulator.md``, "emulator-capped-draws").
 """
 
@@ -30,7 +31,7 @@ RICH = 1.5
 #: Offsets over which the curve's systematic resampling is averaged (a midpoint grid).
 OFFSETS = (np.arange(128) + 0.5) / 128
 
-#: The multinomial share is a multiple of the draws over this.
+#: The share off the curve is a multiple of the draws over this.
 SHARE_STEPS = 40
 
 
