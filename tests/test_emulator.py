@@ -25,6 +25,7 @@ from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from pymc_kameleon.emulator.design import batch
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode, mean_shape_df
+from pymc_kameleon.math.draw_worth import coordinate_worth
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
 from pymc_kameleon.math.mixture import GaussianMixture
 from pymc_kameleon.math.whitening import AffineMap
@@ -218,31 +219,68 @@ def test_correction_is_exact_whatever_the_emulator(wrong, trust):
 
 
 # ------------------------------------------------------------------ the correction
-@pytest.mark.parametrize("target", [0.0, 1.5, 100.0])
-def test_correction_adds_rounds_while_short_of_the_worth_sought(target):
-    """After the planned rounds (6 of 100), one round at a time is added while Kish's ESS
-    is below ``target_ess`` times the draws, at most ``max_extra_rounds`` (4): none at 0,
-    every one where the target cannot be met, and otherwise each round only while the
-    target was still missed, ending once it is met."""
-    rng = np.random.default_rng(3)
+def _correction_rounds(problem, target: float, draws: int, rng) -> tuple[EmulatorRun, list]:
+    """A run to its end, with Kish's ESS, the sample's worth on its weakest coordinate and
+    its size after each correction round."""
     settings = EmulatorSettings(correction_size=600, target_ess=target)
-    run = EmulatorRun(_problem(rng), settings, 400, rng)
-    kish_after = []  # Kish's ESS after each correction round
+    run = EmulatorRun(problem, settings, draws, rng)
+    after = []
     while run.phase not in ("done", "fallback"):
         was_correcting = run.phase == "correction"
         run.step()
         if was_correcting:
-            kish_after.append(run.summary[0])
+            X, _, _, log_w = run.correction.weighted()
+            after.append((run.summary[0], min(run.summary[0], coordinate_worth(X, log_w).min()),
+                          len(X)))
     assert run.phase == "done", run.reason
-    extra = len(kish_after) - 6
-    assert run.correction.pool.size == 100 * len(kish_after)
-    short = [k < target * 400 for k in kish_after[5:]]  # when each added round was decided
+    return run, after
+
+
+@pytest.mark.parametrize("target", [0.0, 1.5, 100.0])
+def test_correction_adds_rounds_while_short_of_the_worth_sought(target):
+    """After the planned rounds (6 of 100), one round at a time (25-100 points, as the
+    shortfall asks) is added while the sample is worth less than ``target_ess`` times the
+    draws on a coordinate (Kish's ESS or the delta method's per coordinate), at most
+    ``max_extra_rounds`` (4): none at 0, every one where the target cannot be met, and
+    otherwise each round only while the target was still missed, ending once it is met."""
+    rng = np.random.default_rng(3)
+    run, after = _correction_rounds(_problem(rng), target, 400, rng)
+    extra = len(after) - 6
+    assert 600 + 25 * extra <= run.correction.pool.size <= 100 * len(after)
+    assert run.worth == after[-1][1]
+    short = [worth < target * 400 for _, worth, _ in after[5:]]  # when each was decided
     assert short[:extra] == [True] * extra  # every added round was short of the target
     assert extra == 4 or not short[extra]  # and the run ended at the cap or on the target
     if target == 0.0:
         assert extra == 0
     if target == 100.0:
         assert extra == 4
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_correction_adds_rounds_while_a_coordinate_is_short(seed):
+    """On a curved target the proposals reach the curve's arms poorly, so the sample is
+    worth less on its coordinates than Kish's ESS says: rounds are added until the weakest
+    coordinate is worth the draws, at least one of them where Kish's ESS alone (the broken
+    variant) would have stopped."""
+    rng = np.random.default_rng(seed)
+    prior = stats.multivariate_normal(np.zeros(2), 100 * np.eye(2))
+
+    def lik(X):
+        X = np.atleast_2d(X)
+        return stats.norm.logpdf(X[:, 0]) + stats.norm(0, 0.5).logpdf(X[:, 1] - 2 * X[:, 0] ** 2)
+
+    problem = EmulatorProblem(prior.logpdf, lambda X: (prior.logpdf(X), lik(X)),
+                              lambda n: rng.normal(0, 10, size=(n, 2)), 2)
+    run, after = _correction_rounds(problem, 1.0, 400, rng)
+    decided = after[5:-1]  # the states on which each added round was decided
+    assert all(worth < 400 for _, worth, _ in decided)
+    assert run.worth >= 400 or len(decided) == 4
+    assert any(kish >= 400 for kish, _, _ in decided)
+    # each added round as large as the shortfall asks, the worth growing with the pool
+    sizes = [b[2] - a[2] for a, b in zip(after[5:], after[6:], strict=False)]
+    asked = [int(np.clip(np.ceil((400 / worth - 1) * n), 25, 100)) for _, worth, n in decided]
+    assert sizes == asked
 
 
 def test_own_stage_weights_match_a_direct_computation():

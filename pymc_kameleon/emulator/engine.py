@@ -11,8 +11,10 @@ most one batch of true evaluations apart from the mode search:
    evaluate a batch where the emulator is probable and uncertain; until the emulator's
    posterior moves less than ``settle`` sds between rounds;
 3. *correction*: adaptive importance-sampling rounds on the true density
-   (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and Kish's ESS
-   reaches ``target_ess`` times the draws asked for, within ``max_extra_rounds``.
+   (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and the weighted
+   sample is worth ``target_ess`` times the draws asked for on every coordinate (Kish's
+   ESS and the delta method's per coordinate, whichever is less), within
+   ``max_extra_rounds``.
 
 It falls back (``phase == "fallback"``, with the reason) where the emulator does not pay:
 above ``max_dim`` dimensions, without a usable mode, or when the correction's weights stay
@@ -28,6 +30,7 @@ import numpy as np
 
 from ..adaptation.laplace import climb, laplace_start
 from ..adaptation.laplace_searches import laplace_searches
+from ..math.draw_worth import coordinate_worth
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction, correction_proposal
@@ -68,10 +71,12 @@ class EmulatorRun:
     posterior: np.ndarray | None = None  # draws of the emulator's posterior
     correction: Correction = field(default_factory=lambda: new_correction())
     summary: tuple = (np.nan, np.nan, np.nan)  # Kish's ESS, k-hat, log evidence
+    worth: float = np.nan  # the weighted sample's worth on its weakest coordinate
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
     error: float = np.nan  # the last fit's held-out error near the mode, in nats
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
+    next_round: int = 0  # of the next one where less is missing (0: per_round)
     extra: int = 0  # correction rounds added
     restarts: int = 0  # corrections handed back to the design
     design_rounds: int = 0  # rounds of the design since it (re)started
@@ -227,18 +232,30 @@ class EmulatorRun:
         kish = self.summary[0] if self.correction.pool.size else 0.0
         fit_to = (self.correction.resampled(self.draws, self.rng) if kish >= 10 * d
                   else self.posterior)
-        self.correction.round(fit_to, self.per_round, self._terms, self.rng, s)
-        self.planned -= 1
+        self.correction.round(fit_to, self.next_round or self.per_round, self._terms,
+                              self.rng, s)
+        self.planned, self.next_round = self.planned - 1, 0
         self.summary = kish, khat, _ = self.correction.summary()
         if kish < 2 * d:  # the emulator put the proposal where the posterior is not
             return self._restart_design(kish, khat)
+        # a coordinate the proposals reach poorly (a curved tail) is worth less than
+        # Kish's ESS says, and its returned draws would claim more than that
+        # (docs/benchmarks/emulator.md, "emulator-weakest-coordinate")
+        X, _, _, log_w = self.correction.weighted()
+        self.worth = min(kish, float(np.min(coordinate_worth(X, log_w))))
         if self.planned > 0:
             return
         reliable = khat <= s.max_khat and kish >= s.min_ess * self.draws
-        if reliable and (kish >= s.target_ess * self.draws or self.extra >= s.max_extra_rounds):
+        enough = self.worth >= s.target_ess * self.draws
+        if reliable and (enough or self.extra >= s.max_extra_rounds):
             self.phase = "done"
         elif self.extra < s.max_extra_rounds:  # short of reliable weights or of the worth
             self.planned, self.extra = 1, self.extra + 1
+            if reliable:  # short of the worth only: as many points as that asks for (the
+                # worth grows about with the pool), at least a quarter of a round
+                missing = s.target_ess * self.draws / max(self.worth, 1.0) - 1.0
+                self.next_round = int(np.clip(np.ceil(missing * self.correction.pool.size),
+                                              np.ceil(self.per_round / 4), self.per_round))
         else:
             self._restart_design(kish, khat)
 

@@ -42,11 +42,12 @@ class EmulatorSettings:
         True evaluations of the planned rounds (default ``1.25`` times the draws).
     target_ess : float
         Once the weights are reliable, rounds of the same size are added (within
-        ``max_extra_rounds``) while Kish's ESS is below ``target_ess`` times the draws:
-        the returned draws, resampled along a Hilbert curve through the weighted sample,
-        are then worth about their number, and ArviZ's ESS of them says so; above 1 they
-        are worth more than ArviZ can count (``docs/benchmarks/emulator.md``,
-        "emulator-honest-draws").
+        ``max_extra_rounds``) while the weighted sample is worth less than ``target_ess``
+        times the draws on any coordinate (Kish's ESS, or the delta method's ESS of a
+        coordinate's mean where that is less): the returned draws are then worth about
+        their number on every coordinate, and ArviZ's ESS of them says so
+        (``docs/benchmarks/emulator.md``, "emulator-honest-draws",
+        "emulator-weakest-coordinate").
     max_extra_rounds : int
         Rounds added while k-hat or Kish's ESS fall short, in all.
     max_restarts : int

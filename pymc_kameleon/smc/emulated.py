@@ -48,13 +48,17 @@ EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
 FALLBACK_WORTH = 2.0
 
 
-def warn_worth(what: str, n: int, ess: float, stat: str) -> None:
-    """Warn that ``n`` equally weighted draws are worth only ``ess`` independent ones."""
+def warn_worth(what: str, n: int, ess: float, stat: str, kish: bool = True) -> None:
+    """Warn that ``n`` equally weighted draws are worth only ``ess`` independent ones:
+    Kish's ESS (copies of a draw then sit together), or else the sample's worth on its
+    weakest coordinate, where ArviZ may count more than that."""
+    how = (f"Kish's ESS; stat {stat}); copies of a draw are kept next to each other, so "
+           "that ArviZ's ESS counts them about once." if kish else
+           f"on the coordinate it is worth least on, by the delta method; Kish's ESS: stat "
+           f"{stat}); ArviZ's ESS of that coordinate may count more.")
     warnings.warn(
         f"KameleonSMC{what}: the {n} returned draws are resampled from an importance sample "
-        f"worth about {ess:.0f} independent draws (Kish's ESS; stat {stat}); copies of a "
-        "draw are kept next to each other, so that ArviZ's ESS counts them about once.",
-        RuntimeWarning, stacklevel=5)
+        f"worth about {ess:.0f} independent draws ({how}", RuntimeWarning, stacklevel=5)
 
 
 def take_recycled(kernel) -> None:
@@ -138,9 +142,9 @@ class EmulatorMode:
         k.prior_logp, k.likelihood_logp = prior[idx], lik[idx]
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
         k.log_marginal_likelihood, k.beta = log_evidence, 1.0
-        k.worth = kish  # what the warning below and the run's summary say
-        if kish < k.draws:
-            warn_worth("(emulator=...)", k.draws, kish, "kish_ess")
+        k.worth = run.worth  # what the warning below and the run's summary say
+        if run.worth < k.draws:
+            warn_worth("(emulator=...)", k.draws, run.worth, "kish_ess", kish <= run.worth)
 
     def fall_back(self) -> None:
         """Restart the chain from fresh prior draws, evaluated truly, at ``beta = 0``; its

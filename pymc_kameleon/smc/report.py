@@ -106,7 +106,7 @@ def log_summary(members, seconds: float) -> None:
     text = ""
     if worth and all(np.isfinite(w) for w in worth) and sum(worth) < draws:
         text = (f"the {draws:,} returned draws are resampled from importance samples worth "
-                f"about {sum(worth):,.0f} independent draws (Kish's ESS)")
+                f"about {sum(worth):,.0f} independent draws")
     SUMMARY_LOGGER.info(summary_line("KameleonSMC", per_chain, seconds, text))
 
 
