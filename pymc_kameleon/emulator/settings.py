@@ -41,15 +41,15 @@ class EmulatorSettings:
     correction_size : int, optional
         True evaluations of the planned rounds (default ``1.25`` times the draws).
     target_ess : float
-        Once the weights are reliable, rounds of the same size are added (within
-        ``max_extra_rounds``) while the weighted sample is worth less than ``target_ess``
-        times the draws on any coordinate (Kish's ESS, or the delta method's ESS of a
-        coordinate's mean where that is less): the returned draws are then worth about
-        their number on every coordinate, and ArviZ's ESS of them says so
-        (``docs/benchmarks/emulator.md``, "emulator-honest-draws",
-        "emulator-weakest-coordinate").
+        Once the weights are reliable, rounds are added (within ``max_extra_rounds``)
+        while the weighted sample is worth less than ``target_ess`` times the draws on
+        any coordinate (Kish's ESS, or the delta method's ESS of a coordinate's mean
+        where that is less), each as large as the shortfall asks (at least a quarter of a
+        planned round): the returned draws are then worth about their number on every
+        coordinate, and ArviZ's ESS of them says so (``docs/benchmarks/emulator.md``,
+        "emulator-honest-draws", "emulator-weakest-coordinate").
     max_extra_rounds : int
-        Rounds added while k-hat or Kish's ESS fall short, in all.
+        Rounds added while k-hat or the worth fall short, in all.
     max_restarts : int
         Times a correction whose weights collapse (Kish's ESS below ``2 d`` after a round,
         or unreliable after the extra rounds) hands its evaluations to the design and the
