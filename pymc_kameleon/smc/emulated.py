@@ -52,13 +52,14 @@ def warn_worth(what: str, n: int, ess: float, stat: str, kish: bool = True) -> N
     """Warn that ``n`` equally weighted draws are worth only ``ess`` independent ones:
     Kish's ESS (copies of a draw then sit together), or else the sample's worth on its
     weakest coordinate, where ArviZ may count more than that."""
-    how = (f"Kish's ESS; stat {stat}); copies of a draw are kept next to each other, so "
-           "that ArviZ's ESS counts them about once." if kish else
-           f"on the coordinate it is worth least on, by the delta method; Kish's ESS: stat "
-           f"{stat}); ArviZ's ESS of that coordinate may count more.")
+    measure, then = ((f"Kish's ESS; stat {stat}", "copies of a draw are kept next to each "
+                      "other, so that ArviZ's ESS counts them about once") if kish else
+                     (f"on the coordinate it is worth least on, by the delta method; Kish's "
+                      f"ESS: stat {stat}", "ArviZ's ESS of that coordinate may count more"))
     warnings.warn(
         f"KameleonSMC{what}: the {n} returned draws are resampled from an importance sample "
-        f"worth about {ess:.0f} independent draws ({how}", RuntimeWarning, stacklevel=5)
+        f"worth about {ess:.0f} independent draws ({measure}); {then}.", RuntimeWarning,
+        stacklevel=5)
 
 
 def take_recycled(kernel) -> None:
