@@ -283,6 +283,44 @@ def test_correction_adds_rounds_while_a_coordinate_is_short(seed):
     assert sizes == asked
 
 
+def _counted(evaluate, rows: list):
+    """``evaluate`` that appends each batch's size to ``rows``."""
+    def counted(X):
+        rows.append(len(X))
+        return evaluate(X)
+    return counted
+
+
+@pytest.mark.parametrize("budget", [np.inf, 700])
+def test_budget_bounds_the_run_and_its_answer_stays_exact(budget):
+    """A run with a budget of true evaluations spends at most it, the mode search's
+    included; where it binds (700 of the 755-787 the run takes without) the design and the
+    correction are cut short and the run ends with ``budget_spent``, its weighted sample
+    worth less than the draws.  Four seeds: at least three with means within 0.15 sd and
+    sds within 10 % of the exact posterior (the importance weights decide, whatever the
+    budget)."""
+    ok = []
+    for seed in (11, 12, 13, 14):
+        rng = np.random.default_rng(seed)
+        problem, rows = _problem(rng), []
+        problem.evaluate = _counted(problem.evaluate, rows)
+        run = EmulatorRun(problem, EmulatorSettings(), 400, rng, budget=budget)
+        while run.phase not in ("done", "fallback"):
+            run.step()
+        assert run.phase == "done", run.reason
+        assert sum(rows) == run.spent <= budget and run.budget_spent == np.isfinite(budget)
+        if np.isfinite(budget):
+            assert run.worth < 400
+        X, _, _, log_w = run.correction.weighted()
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+        mean = w @ X
+        post_sd = np.sqrt(np.diag(POST_COV))
+        ok.append(bool(np.all(np.abs(mean - POST_MEAN) < 0.15 * post_sd) and np.all(
+            np.abs(np.sqrt(w @ (X - mean) ** 2) / post_sd - 1) < 0.1)))
+    assert sum(ok) >= 3, ok
+
+
 def test_own_stage_weights_match_a_direct_computation():
     """Each round's points weigh ``p / g_s`` by their own round's proposal (in model
     coordinates, through the whitening), the rounds scaled to their share of the rounds'
@@ -539,6 +577,26 @@ def test_fallback_returns_draws_recycled_from_its_stages(gauss_model, monkeypatc
         # mostly distinct: the share drawn so that no draw is worth more than 1.1 has a
         # few copies (265-300 distinct of 300 measured)
         assert min(len(np.unique(c, axis=0)) for c in x) > 0.8 * 300
+
+
+def test_max_evals_bounds_the_emulator_run(gauss_model):
+    """``max_evals`` holds in the emulator mode: a budget that binds ends the correction
+    with a warning naming it and what the sample is worth, every evaluation counted within
+    it; one too small for the mode search and a correction is a clear error."""
+    # worth 3 draws a draw sought: about 1 250 evaluations without a budget
+    settings = EmulatorSettings(correction_size=600, target_ess=3.0)
+    with gauss_model, pytest.warns(RuntimeWarning, match="max_evals=1000 ended the correction"):
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=1000,
+                              chains=1, random_seed=5, progressbar=False,
+                              compute_convergence_checks=False)
+    ss = group_dataset(idata, "sample_stats")
+    assert ss.attrs["n_evals_total"] == _stat(idata, "n_evals").sum() <= 1000
+    assert _stat(idata, "emulator_phase")[-1] == 3
+    x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
+    assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
+    with gauss_model, pytest.raises(ValueError, match="cannot pay for the mode search"):
+        pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=700, chains=1,
+                      random_seed=5, progressbar=False, compute_convergence_checks=False)
 
 
 def test_engine_completes_the_front_ends_settings():

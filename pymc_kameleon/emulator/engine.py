@@ -16,6 +16,10 @@ most one batch of true evaluations apart from the mode search:
    ESS and the delta method's per coordinate, whichever is less), within
    ``max_extra_rounds``.
 
+With a ``budget`` of true evaluations the design ends where one more batch would eat into
+what the planned correction needs, the correction's rounds are sized to fit what is left,
+and the run ends (``budget_spent``) once the rest cannot pay a quarter of a round.
+
 It falls back (``phase == "fallback"``, with the reason) where the emulator does not pay:
 above ``max_dim`` dimensions, without a usable mode, or when the correction's weights stay
 unreliable.  ``docs/emulator.md`` has the algorithm and its exactness argument.
@@ -61,6 +65,7 @@ class EmulatorRun:
     settings: EmulatorSettings
     draws: int
     rng: np.random.Generator
+    budget: float = np.inf  # true evaluations the run may spend
     phase: str = "start"
     reason: str = ""  # why the run fell back
     rounds: int = 0
@@ -78,6 +83,8 @@ class EmulatorRun:
     per_round: int = 0  # true evaluations of a correction round
     next_round: int = 0  # of the next one where less is missing (0: per_round)
     extra: int = 0  # correction rounds added
+    spent: int = 0  # true evaluations so far, the mode search's too
+    budget_spent: bool = False  # the run ended because the budget could not pay a round
     restarts: int = 0  # corrections handed back to the design
     design_rounds: int = 0  # rounds of the design since it (re)started
     probing: bool = False  # the design settled once and probes the tails (tail_probe)
@@ -97,6 +104,7 @@ class EmulatorRun:
 
     def _terms(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The prior and likelihood terms of one batch of true evaluations."""
+        self.spent += len(X)
         prior, lik = self.problem.evaluate(X)
         return np.atleast_1d(np.asarray(prior, float)), np.atleast_1d(np.asarray(lik, float))
 
@@ -105,6 +113,17 @@ class EmulatorRun:
         self.X.append(np.asarray(X, dtype=float))
         self.prior.append(prior)
         self.lik.append(lik)
+
+    def left(self) -> float:
+        """True evaluations left in the budget."""
+        return self.budget - self.spent
+
+    def start_cost(self) -> int:
+        """About the most that the mode search and the first design spend: the least
+        budget that leaves the correction one evaluation per draw is this plus the draws."""
+        d, s = self.problem.dim, self.settings
+        climbs = s.search_starts * (s.search_climb * (d + 1) + 6)  # with _rises_to's 5
+        return int(self._n(s.n_initial, 10) + climbs + s.search_keep * 35 * (d + 1))
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """Every design point and its true log density."""
@@ -218,11 +237,14 @@ class EmulatorRun:
         settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
         if settled and s.tail_probe > 0 and not self.probing:
             self.probing, settled = True, False  # the tails' round(s) follow
-        if settled or self.design_rounds >= s.max_rounds:
+        # the budget keeps what the planned correction needs: no batch eats into it
+        total = s.correction_size or 1.25 * self.draws
+        short = self.left() < total + self._n(s.batch, 3)
+        if settled or self.design_rounds >= s.max_rounds or short:
             self.phase = "correction"
             self.planned = s.correction_rounds
             self.per_round = max(1, int(np.ceil(
-                (s.correction_size or 1.25 * self.draws) / s.correction_rounds)))
+                max(min(total, self.left()), 1) / s.correction_rounds)))
 
     def _correction(self) -> None:
         s, d = self.settings, self.problem.dim
@@ -232,23 +254,31 @@ class EmulatorRun:
         kish = self.summary[0] if self.correction.pool.size else 0.0
         fit_to = (self.correction.resampled(self.draws, self.rng) if kish >= 10 * d
                   else self.posterior)
-        self.correction.round(fit_to, self.next_round or self.per_round, self._terms,
-                              self.rng, s)
+        n = int(min(self.next_round or self.per_round, self.left()))
+        if n < 1:  # the mode search and design spent the budget
+            return self._fall_back(f"the budget of {self.budget:.0f} evaluations is spent "
+                                   "before the correction")
+        self.correction.round(fit_to, n, self._terms, self.rng, s)
         self.planned, self.next_round = self.planned - 1, 0
         self.summary = kish, khat, _ = self.correction.summary()
-        if kish < 2 * d:  # the emulator put the proposal where the posterior is not
+        # the budget cannot pay another round of a useful size: the run ends here, what
+        # the weights are worth is reported (k-hat, the worth), never a silent answer
+        spent = self.left() < np.ceil(self.per_round / 4)
+        if kish < 2 * d and not spent:  # the proposal missed where the posterior is
             return self._restart_design(kish, khat)
         # a coordinate the proposals reach poorly (a curved tail) is worth less than
         # Kish's ESS says, and its returned draws would claim more than that
         # (docs/benchmarks/emulator.md, "emulator-weakest-coordinate")
         X, _, _, log_w = self.correction.weighted()
         self.worth = min(kish, float(np.min(coordinate_worth(X, log_w))))
-        if self.planned > 0:
+        if self.planned > 0 and not spent:
             return
         reliable = khat <= s.max_khat and kish >= s.min_ess * self.draws
         enough = self.worth >= s.target_ess * self.draws
         if reliable and (enough or self.extra >= s.max_extra_rounds):
             self.phase = "done"
+        elif spent:
+            self.phase, self.budget_spent = "done", True
         elif self.extra < s.max_extra_rounds:  # short of reliable weights or of the worth
             self.planned, self.extra = 1, self.extra + 1
             if reliable:  # short of the worth only: as many points as that asks for (the
@@ -262,6 +292,9 @@ class EmulatorRun:
     def _restart_design(self, kish: float, khat: float) -> None:
         """Hand the correction's true evaluations to the design and resume it; fall back
         once ``max_restarts`` corrections failed."""
+        if self.left() < self.draws:  # the stages could not pay even their prior draws
+            self.phase, self.budget_spent = "done", True
+            return None
         if self.restarts >= self.settings.max_restarts:
             return self._fall_back(
                 f"the importance weights stay unreliable (Pareto k-hat {khat:.2f}, Kish ESS "

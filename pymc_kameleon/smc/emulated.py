@@ -100,7 +100,15 @@ class EmulatorMode:
             log_prior=lambda X: point_values(kernel.prior_logp_func, X),
             evaluate=lambda X: kernel.evaluations(floatX(X), kernel.rng, 1.0),
             prior_draws=self.prior_draws, dim=dim)
-        self.run = EmulatorRun(problem, settings, kernel.draws, kernel.rng)
+        left = kernel.evaluations.left()
+        self.run = EmulatorRun(problem, settings, kernel.draws, kernel.rng, budget=left)
+        need = self.run.start_cost() + kernel.draws
+        if left < need:
+            raise ValueError(
+                f"KameleonSMC(emulator=...): max_evals={kernel.evaluations.max_evals} cannot "
+                f"pay for the mode search and first design (about {need - kernel.draws} "
+                f"evaluations in {dim} dimensions) and a correction of one evaluation per "
+                f"draw: give at least {need}, or fewer draws")
 
     def prior_draws(self, n: int) -> np.ndarray:
         """``n`` prior draws as rows (PyMC's own draws, ``ordered`` variables sorted)."""
@@ -144,6 +152,17 @@ class EmulatorMode:
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
         k.log_marginal_likelihood, k.beta = log_evidence, 1.0
         k.worth = run.worth  # what the warning below and the run's summary say
+        if run.budget_spent:
+            unreliable = (f"; Pareto k-hat {khat:.2f} > {run.settings.max_khat:g}: the "
+                          "weights are unreliable, the draws and the evidence may be wrong"
+                          if not khat <= run.settings.max_khat else "")
+            warnings.warn(
+                f"KameleonSMC(emulator=...): the evaluation budget max_evals="
+                f"{k.evaluations.max_evals} ended the correction after "
+                f"{run.correction.pool.size} evaluations, its weighted sample worth about "
+                f"{run.worth:.0f} independent draws where "
+                f"{run.settings.target_ess * k.draws:.0f} were sought{unreliable}.  Raise "
+                "max_evals, or ask for fewer draws.", RuntimeWarning, stacklevel=4)
         if run.worth < k.draws:
             warn_worth("(emulator=...)", k.draws, run.worth, "kish_ess", kish <= run.worth)
 
