@@ -86,6 +86,8 @@ class EmulatorRun:
     spent: int = 0  # true evaluations so far, the mode search's too
     budget_spent: bool = False  # the run ended because the budget could not pay a round
     restarts: int = 0  # corrections handed back to the design
+    climbs: int = 0  # climbs from the correction's points towards an unseen mode
+    late_modes: list = field(default_factory=list)  # modes those climbs found
     design_rounds: int = 0  # rounds of the design since it (re)started
     probing: bool = False  # the design settled once and probes the tails (tail_probe)
     # the tempering on the emulator starts every round from the same prior draws with the
@@ -182,12 +184,12 @@ class EmulatorRun:
         self._fit()
         self.phase = "design"
 
-    def _modes(self, starts: list[np.ndarray]) -> list[Mode]:
+    def _modes(self, starts: list[np.ndarray], known: tuple[Mode, ...] = ()) -> list[Mode]:
         """The distinct modes found from ``starts`` (short climbs from each; at most
-        ``search_keep`` finished, highest first, none that ended in a mode found: within
-        its Laplace typical set or, by :func:`_rises_to`, below it on the same slope),
-        best first: those whose mass may matter (within ``d / 2 + 3 sqrt(d / 2) + 10``
-        nats of the best)."""
+        ``search_keep`` finished, highest first, none that ended in a mode found or
+        ``known``: within its Laplace typical set or, by :func:`_rises_to`, below it on
+        the same slope), ``known`` ones included, best first: those whose mass may matter
+        (within ``d / 2 + 3 sqrt(d / 2) + 10`` nats of the best)."""
         d, s = self.problem.dim, self.settings
         margin = d / 2 + 3 * np.sqrt(d / 2) + 10
 
@@ -196,7 +198,7 @@ class EmulatorRun:
             return prior + lik
 
         climbed = laplace_searches(logp_rows, starts, s.search_climb * (d + 1), search=climb)
-        found: list[Mode] = []
+        found: list[Mode] = sorted(known, key=lambda m: -m.logp)
         finished = 0
         for x0, value in sorted(climbed, key=lambda c: -c[1]):
             if finished >= s.search_keep or (found and value < found[0].logp - margin):
@@ -254,6 +256,9 @@ class EmulatorRun:
         kish = self.summary[0] if self.correction.pool.size else 0.0
         fit_to = (self.correction.resampled(self.draws, self.rng) if kish >= 10 * d
                   else self.posterior)
+        for m in self.late_modes:  # modes the search missed: a share of the fit each
+            fit_to = np.concatenate([fit_to, m.whitening.rows_to_x(
+                self.rng.standard_normal((len(fit_to) // (1 + len(self.late_modes)), d)))])
         n = int(min(self.next_round or self.per_round, self.left()))
         if n < 1:  # the mode search and design spent the budget
             return self._fall_back(f"the budget of {self.budget:.0f} evaluations is spent "
@@ -261,6 +266,13 @@ class EmulatorRun:
         self.correction.round(fit_to, n, self._terms, self.rng, s)
         self.planned, self.next_round = self.planned - 1, 0
         self.summary = kish, khat, _ = self.correction.summary()
+        if self._unseen_mode():  # the rounds so far missed it: their points are kept as
+            pool = self.correction.pool  # design points, and a new correction covers it
+            self.X, self.prior, self.lik = self.X + pool.X, self.prior + pool.prior, \
+                self.lik + pool.lik
+            self.correction, self.planned, self.extra = new_correction(), s.correction_rounds, 0
+            self.summary = (np.nan, np.nan, np.nan)
+            return None
         # the budget cannot pay another round of a useful size: the run ends here, what
         # the weights are worth is reported (k-hat, the worth), never a silent answer
         spent = self.left() < np.ceil(self.per_round / 4)
@@ -289,6 +301,39 @@ class EmulatorRun:
         else:
             self._restart_design(kish, khat)
 
+    def _unseen_mode(self) -> bool:
+        """Whether the last round's heaviest point outside every mode's Laplace typical set
+        lies in a basin of its own (:func:`_rises_to` finds a valley towards every mode, 5
+        evaluations each) where a climb finds a mode that matters, at most
+        ``search_keep`` climbs a run; the emulator then takes the new mode.  A chain whose
+        search missed a mode otherwise returns that mode's weight far off, with weights
+        that look sound (docs/benchmarks/emulator.md, "emulator-unseen-mode")."""
+        s, pool = self.settings, self.correction.pool
+        if self.climbs >= s.search_keep or self.left() < (s.correction_size or 1.25 * self.draws):
+            return False  # (nor when the budget could not pay a new correction)
+        X, _, _, log_w = pool.weighted()
+        last = slice(len(X) - len(pool.X[-1]), len(X))
+        modes = [*self.emulator.modes, *self.late_modes]
+        outside = np.array([not any(_within(m, x) for m in modes) for x in X[last]])
+        w = np.exp(log_w[last] - np.max(log_w))
+        w = np.where(outside & np.isfinite(w), w, 0.0) / np.sum(np.exp(log_w - np.max(log_w)))
+        if not np.max(w, initial=0.0) >= 1e-3:  # no point that holds a share of the mass
+            return False
+        i = int(np.argmax(w))
+        x, value = X[last][i], float(pool.prior[-1][i] + pool.lik[-1][i])
+
+        def logp_rows(Y: np.ndarray) -> np.ndarray:
+            prior, lik = self._terms(Y)
+            return prior + lik
+
+        if any(_rises_to(m, x, value, logp_rows) for m in modes):
+            return False
+        self.climbs += 1
+        found = self._modes([x], tuple(modes))
+        new = [m for m in found if not any(m is k for k in modes)]
+        self.late_modes += new
+        return bool(new)
+
     def _restart_design(self, kish: float, khat: float) -> None:
         """Hand the correction's true evaluations to the design and resume it; fall back
         once ``max_restarts`` corrections failed."""
@@ -299,12 +344,17 @@ class EmulatorRun:
             return self._fall_back(
                 f"the importance weights stay unreliable (Pareto k-hat {khat:.2f}, Kish ESS "
                 f"{kish:.0f} of {self.draws} draws)")
+        self.restarts += 1
+        self._resume_design()
+
+    def _resume_design(self) -> None:
+        """The design again, the correction's true evaluations among its points."""
         pool = self.correction.pool
         self.X += pool.X
         self.prior += pool.prior
         self.lik += pool.lik
         self.correction = new_correction()
-        self.restarts, self.extra, self.phase = self.restarts + 1, 0, "design"
+        self.extra, self.phase = 0, "design"
         self.design_rounds, self.probing = 0, False
         self.moved = (np.inf, np.inf)
         self._fit()
