@@ -14,7 +14,8 @@ most one batch of true evaluations apart from the mode search:
    (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and the weighted
    sample is worth ``target_ess`` times the draws asked for on every coordinate (Kish's
    ESS and the delta method's per coordinate, whichever is less), within
-   ``max_extra_rounds``.
+   ``max_extra_rounds``; a heavy point behind a valley from every known mode leads to a
+   climb, and a new mode found there restarts the correction.
 
 With a ``budget`` of true evaluations the design ends where one more batch would eat into
 what the planned correction needs, the correction's rounds are sized to fit what is left,
