@@ -267,12 +267,9 @@ class EmulatorRun:
         self.correction.round(fit_to, n, self._terms, self.rng, s)
         self.planned, self.next_round = self.planned - 1, 0
         self.summary = kish, khat, _ = self.correction.summary()
-        if self._unseen_mode():  # the rounds so far missed it: their points are kept as
-            pool = self.correction.pool  # design points, and a new correction covers it
-            self.X, self.prior, self.lik = self.X + pool.X, self.prior + pool.prior, \
-                self.lik + pool.lik
-            self.correction, self.planned, self.extra = new_correction(), s.correction_rounds, 0
-            self.summary = (np.nan, np.nan, np.nan)
+        if self._unseen_mode():  # the rounds so far missed it: a new correction covers it
+            self._pool_to_design()
+            self.planned, self.summary = s.correction_rounds, (np.nan, np.nan, np.nan)
             return None
         # the budget cannot pay another round of a useful size: the run ends here, what
         # the weights are worth is reported (k-hat, the worth), never a silent answer
@@ -306,7 +303,7 @@ class EmulatorRun:
         """Whether the last round's heaviest point outside every mode's Laplace typical set
         lies in a basin of its own (:func:`_rises_to` finds a valley towards every mode, 5
         evaluations each) where a climb finds a mode that matters, at most
-        ``search_keep`` climbs a run; the emulator then takes the new mode.  A chain whose
+        ``search_keep`` climbs a run; the next proposals then cover it.  A chain whose
         search missed a mode otherwise returns that mode's weight far off, with weights
         that look sound (docs/benchmarks/emulator.md, "emulator-unseen-mode")."""
         s, pool = self.settings, self.correction.pool
@@ -348,14 +345,18 @@ class EmulatorRun:
         self.restarts += 1
         self._resume_design()
 
-    def _resume_design(self) -> None:
-        """The design again, the correction's true evaluations among its points."""
+    def _pool_to_design(self) -> None:
+        """The correction's true evaluations become design points; a new correction."""
         pool = self.correction.pool
         self.X += pool.X
         self.prior += pool.prior
         self.lik += pool.lik
-        self.correction = new_correction()
-        self.extra, self.phase = 0, "design"
+        self.correction, self.extra = new_correction(), 0
+
+    def _resume_design(self) -> None:
+        """The design again, the correction's true evaluations among its points."""
+        self._pool_to_design()
+        self.phase = "design"
         self.design_rounds, self.probing = 0, False
         self.moved = (np.inf, np.inf)
         self._fit()
