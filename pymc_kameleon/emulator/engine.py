@@ -128,6 +128,10 @@ class EmulatorRun:
         climbs = s.search_starts * (s.search_climb * (d + 1) + 6)  # with _rises_to's 5
         return int(self._n(s.n_initial, 10) + climbs + s.search_keep * 35 * (d + 1))
 
+    def correction_total(self) -> float:
+        """True evaluations the planned correction rounds take together."""
+        return self.settings.correction_size or 1.25 * self.draws
+
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """Every design point and its true log density."""
         return np.concatenate(self.X), np.concatenate(self.prior) + np.concatenate(self.lik)
@@ -204,7 +208,7 @@ class EmulatorRun:
         for x0, value in sorted(climbed, key=lambda c: -c[1]):
             if finished >= s.search_keep or (found and value < found[0].logp - margin):
                 break
-            if any(_within(m, x0) or _rises_to(m, x0, value, logp_rows) for m in found):
+            if any(_within(m, x0)[0] or _rises_to(m, x0, value, logp_rows) for m in found):
                 continue  # this climb ended in a mode already found
             finished += 1
             # no check of the Gaussian against the target (50 evaluations): the mean
@@ -241,7 +245,7 @@ class EmulatorRun:
         if settled and s.tail_probe > 0 and not self.probing:
             self.probing, settled = True, False  # the tails' round(s) follow
         # the budget keeps what the planned correction needs: no batch eats into it
-        total = s.correction_size or 1.25 * self.draws
+        total = self.correction_total()
         short = self.left() < total + self._n(s.batch, 3)
         if settled or self.design_rounds >= s.max_rounds or short:
             self.phase = "correction"
@@ -307,12 +311,12 @@ class EmulatorRun:
         search missed a mode otherwise returns that mode's weight far off, with weights
         that look sound (docs/benchmarks/emulator.md, "emulator-unseen-mode")."""
         s, pool = self.settings, self.correction.pool
-        if self.climbs >= s.search_keep or self.left() < (s.correction_size or 1.25 * self.draws):
+        if self.climbs >= s.search_keep or self.left() < self.correction_total():
             return False  # (nor when the budget could not pay a new correction)
         X, _, _, log_w = pool.weighted()
         last = slice(len(X) - len(pool.X[-1]), len(X))
         modes = [*self.emulator.modes, *self.late_modes]
-        outside = np.array([not any(_within(m, x) for m in modes) for x in X[last]])
+        outside = ~np.any([_within(m, X[last]) for m in modes], axis=0)
         w = np.exp(log_w[last] - np.max(log_w))
         w = np.where(outside & np.isfinite(w), w, 0.0) / np.sum(np.exp(log_w - np.max(log_w)))
         if not np.max(w, initial=0.0) >= 1e-3:  # no point that holds a share of the mass
@@ -362,13 +366,13 @@ class EmulatorRun:
         self._fit()
 
 
-def _within(mode: Mode, x: np.ndarray) -> bool:
-    """Whether ``x`` lies where ``mode``'s Laplace quadratic has fallen by less than
-    ``d / 2 + 3 sqrt(d / 2)`` (the mode's own mass lies there): a climb ending there
-    ended in that mode."""
+def _within(mode: Mode, X: np.ndarray) -> np.ndarray:
+    """Whether each row of ``X`` (or the point ``X``) lies where ``mode``'s Laplace
+    quadratic has fallen by less than ``d / 2 + 3 sqrt(d / 2)`` (the mode's own mass lies
+    there): a climb ending there ended in that mode."""
     d = len(mode.mean)
-    u = mode.whitening.rows_to_u(np.asarray(x, float)[None, :])[0]
-    return 0.5 * float(u @ u) <= d / 2 + 3 * np.sqrt(d / 2)
+    U = mode.whitening.rows_to_u(np.atleast_2d(np.asarray(X, float)))
+    return 0.5 * np.sum(U**2, axis=1) <= d / 2 + 3 * np.sqrt(d / 2)
 
 
 def _rises_to(mode: Mode, x: np.ndarray, value: float,
