@@ -538,6 +538,9 @@ def test_emulator_mode_through_pm_sample_smc(gauss_model):
     assert ss.attrs["n_evals_total"] == _stat(idata, "n_evals").sum()
     assert 600 <= ss.attrs["n_evals_total"] <= 1500
     assert np.isfinite(_stat(idata, "pareto_k")[-1]) and _stat(idata, "kish_ess")[-1] > 100
+    # the worth on the weakest coordinate: at most Kish's ESS; no budget was set
+    assert 100 < _stat(idata, "weakest_ess")[-1] <= _stat(idata, "kish_ess")[-1]
+    assert not _stat(idata, "budget_spent").any()
 
 
 def _copies_adjacent(x: np.ndarray) -> bool:
@@ -632,6 +635,8 @@ def test_max_evals_bounds_the_emulator_run(gauss_model):
     ss = group_dataset(idata, "sample_stats")
     assert ss.attrs["n_evals_total"] == _stat(idata, "n_evals").sum() <= 1000
     assert _stat(idata, "emulator_phase")[-1] == 3
+    assert _stat(idata, "budget_spent")[-1] and not _stat(idata, "budget_spent")[0]
+    assert _stat(idata, "weakest_ess")[-1] < 3 * 300  # short of the worth sought
     x = group_dataset(idata, "posterior")["x"].values.reshape(-1, 2)
     assert np.all(np.abs(x.mean(0) - POST_MEAN) < 0.3 * np.sqrt(np.diag(POST_COV)))
     with gauss_model, pytest.raises(ValueError, match="cannot pay for the mode search"):

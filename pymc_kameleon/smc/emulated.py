@@ -38,8 +38,9 @@ PHASES = ("start", "design", "correction", "done", "fallback")
 EMULATOR_PHASES = {"start": "mode search", "design": "design", "correction": "correction"}
 #: The per-stage stats of the emulator mode (name: dtype, shape).
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
-                  "pareto_k": (float, []), "emulator_error": (float, []),
-                  "n_design": (int, [])}
+                  "weakest_ess": (float, []), "pareto_k": (float, []),
+                  "emulator_error": (float, []), "n_design": (int, []),
+                  "budget_spent": (bool, [])}
 
 
 #: What the recycled pool of a run that fell back must be worth, in draws: resampling the
@@ -182,5 +183,6 @@ class EmulatorMode:
         run = self.run
         kish, khat, _ = run.summary
         return {"emulator_phase": PHASES.index(run.phase), "kish_ess": kish,
-                "pareto_k": khat, "emulator_error": run.error,
-                "n_design": 0 if not run.X else int(sum(len(x) for x in run.X))}
+                "weakest_ess": run.worth, "pareto_k": khat, "emulator_error": run.error,
+                "n_design": 0 if not run.X else int(sum(len(x) for x in run.X)),
+                "budget_spent": run.budget_spent}

@@ -235,6 +235,8 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
                 self._cell.phase = "stages"
                 mode.fall_back()
             stats = {**super().step(), **self._emulator_stats}
+            if "budget_spent" in stats:  # after a fallback: the stages' budget
+                stats["budget_spent"] = self.evaluations.budget_warned
         if self.beta >= 1:  # the chain's failures reported, its end on the progress bar
             self.evaluations.report()
             self._cell.end()
