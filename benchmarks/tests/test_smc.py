@@ -128,3 +128,20 @@ def test_comparison_benchmark_prints_rows_and_the_verdict_over_seeds(capsys):
     assert [r["sampler"] for r in rows] == ["kameleon", "kameleon"]
     assert all(r["evals"] <= 2000 for r in rows)  # the budget per chain is kept
     assert "over 2 seeds: R-hat" in out and "imh       skipped" in out
+
+
+def test_missed_mode_script_prints_each_run_and_the_count(capsys):
+    """``python -m benchmarks.research.missed_mode`` on one small run; its mixture is
+    normalised (the log density integrates to 1 over a grid of the first coordinate)."""
+    from benchmarks.research import missed_mode
+
+    x0 = np.linspace(-12.0, 12.0, 2401)
+    X = np.zeros((len(x0), missed_mode.D))
+    X[:, 0] = x0
+    # the other coordinates standard normal: their density at 0 times the x0 marginal
+    at_zero = (missed_mode.D - 1) * -0.5 * np.log(2 * np.pi)
+    marginal = np.exp(missed_mode.log_target(X) - at_zero)
+    assert np.trapezoid(marginal, x0) == pytest.approx(1.0, abs=1e-6)
+    rows = missed_mode.main(["--seeds", "3", "3", "--draws", "300"])
+    out = capsys.readouterr().out
+    assert len(rows) == 1 and rows[0][1] == "done" and "of 1" in out
