@@ -344,7 +344,8 @@ def test_correction_finds_a_mode_the_search_missed(monkeypatch, broken):
     points in the other one lead to it, and a new correction covers both: the weighted
     sample's share of the small mode within 0.05 of 0.3 on at least four of eight seeds
     (a correction that never puts a point in the missed mode misses it still: about one
-    run in four).  Without the climbs (the broken variant) fewer than four."""
+    run in four; a run that falls back returns no weights and counts as a miss).  Without
+    the climbs (the broken variant) fewer than four."""
     if broken:
         monkeypatch.setattr(EmulatorRun, "_unseen_mode", lambda self: False)
     ok = []
@@ -353,12 +354,15 @@ def test_correction_finds_a_mode_the_search_missed(monkeypatch, broken):
         run = EmulatorRun(_two_modes(rng), EmulatorSettings(search_starts=1), 1000, rng)
         while run.phase not in ("done", "fallback"):
             run.step()
-        assert run.phase == "done", run.reason
         assert len(run.emulator.modes) == 1  # the search found one mode
+        if run.phase == "fallback":  # no weighted answer (said so): not within 0.05
+            ok.append(run.phase)
+            continue
         X, _, _, log_w = run.correction.weighted()
         w = np.exp(log_w - log_w.max())
         ok.append(round(float(w[X[:, 0] < 0].sum() / w.sum()), 3))
-    assert (sum(abs(v - 0.3) < 0.05 for v in ok) >= 4) != broken, ok
+    within = sum(v != "fallback" and abs(v - 0.3) < 0.05 for v in ok)
+    assert (within >= 4) != broken, ok
 
 
 def test_own_stage_weights_match_a_direct_computation():
