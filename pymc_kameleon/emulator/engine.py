@@ -111,6 +111,11 @@ class EmulatorRun:
         prior, lik = self.problem.evaluate(X)
         return np.atleast_1d(np.asarray(prior, float)), np.atleast_1d(np.asarray(lik, float))
 
+    def _logp_rows(self, X: np.ndarray) -> np.ndarray:
+        """The true log density of one batch, counted but not kept as design points."""
+        prior, lik = self._terms(X)
+        return prior + lik
+
     def _evaluate(self, X: np.ndarray) -> None:
         prior, lik = self._terms(X)
         self.X.append(np.asarray(X, dtype=float))
@@ -198,10 +203,7 @@ class EmulatorRun:
         d, s = self.problem.dim, self.settings
         margin = d / 2 + 3 * np.sqrt(d / 2) + 10
 
-        def logp_rows(X: np.ndarray) -> np.ndarray:  # the search's points are not fitted:
-            prior, lik = self._terms(X)  # they crowd the mode
-            return prior + lik
-
+        logp_rows = self._logp_rows  # the search's points are not fitted: they crowd the mode
         climbed = laplace_searches(logp_rows, starts, s.search_climb * (d + 1), search=climb)
         found: list[Mode] = sorted(known, key=lambda m: -m.logp)
         finished = 0
@@ -323,12 +325,7 @@ class EmulatorRun:
             return False
         i = int(np.argmax(w))
         x, value = X[last][i], float(pool.prior[-1][i] + pool.lik[-1][i])
-
-        def logp_rows(Y: np.ndarray) -> np.ndarray:
-            prior, lik = self._terms(Y)
-            return prior + lik
-
-        if any(_rises_to(m, x, value, logp_rows) for m in modes):
+        if any(_rises_to(m, x, value, self._logp_rows) for m in modes):
             return False
         self.climbs += 1
         found = self._modes([x], tuple(modes))
