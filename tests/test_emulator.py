@@ -714,3 +714,32 @@ def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optim
     while run.phase in ("start", "design"):
         run.step()
     assert run.phase == "correction" and seen == optimisms
+
+
+@pytest.mark.parametrize("handover", [None, 10_000])
+def test_a_failed_correction_hands_the_design_a_subsample(handover):
+    """Weights that stay unreliable (here by a Kish bound no sample meets) hand the
+    correction's points to the design: at most ``handover`` of them (``30 d`` = 60 of the
+    pool's six rounds of 84), its heaviest half among them; a bound above the pool hands
+    all."""
+    rng = np.random.default_rng(4)
+    settings = EmulatorSettings(min_ess=100.0, max_extra_rounds=0, max_restarts=1,
+                                handover=handover)
+    run = EmulatorRun(_problem(rng), settings, 400, rng)
+    while not (run.phase == "correction" and run.planned == 1):
+        run.step()
+    designed, correction = sum(len(x) for x in run.X), run.correction
+    run.step()  # the last planned round: judged unreliable, back to the design
+    assert run.phase == "design" and run.restarts == 1
+    X, _, _, log_w = correction.weighted()  # the failed correction's whole pool
+    handed = run.X[-1]
+    assert sum(len(x) for x in run.X) == designed + len(handed)
+    assert len(X) == 6 * 84 and len(handed) == (60 if handover is None else len(X))
+    rows = {tuple(x) for x in X}
+    assert all(tuple(x) in rows for x in handed) and len(np.unique(handed, axis=0)) == len(
+        handed)
+    heaviest = X[np.argsort(-log_w)[:len(handed) // 2]]
+    assert {tuple(x) for x in heaviest} <= {tuple(x) for x in handed}
+    while run.phase not in ("done", "fallback"):  # the second failure falls back
+        run.step()
+    assert run.phase == "fallback" and "unreliable" in run.reason

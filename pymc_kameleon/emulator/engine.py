@@ -347,11 +347,21 @@ class EmulatorRun:
         self._resume_design()
 
     def _pool_to_design(self) -> None:
-        """The correction's true evaluations become design points; a new correction."""
-        pool = self.correction.pool
-        self.X += pool.X
-        self.prior += pool.prior
-        self.lik += pool.lik
+        """The correction's true evaluations become design points, at most ``handover`` of
+        them (the heaviest half: where the emulator rated the posterior lowest; the rest at
+        random); a new correction.  A process on all of thousands of points costs minutes
+        a design round (docs/benchmarks/emulator.md, "emulator-handover")."""
+        X, prior, lik, log_w = self.correction.weighted()
+        keep = self._n(self.settings.handover, 30)
+        if len(X) > keep:
+            heavy = np.argsort(-np.where(np.isfinite(log_w), log_w, -np.inf))[:keep // 2]
+            rest = np.setdiff1d(np.arange(len(X)), heavy)
+            pick = np.concatenate([heavy, self.rng.choice(rest, keep - len(heavy),
+                                                          replace=False)])
+            X, prior, lik = X[pick], prior[pick], lik[pick]
+        self.X.append(X)
+        self.prior.append(prior)
+        self.lik.append(lik)
         self.correction, self.extra = new_correction(), 0
 
     def _resume_design(self) -> None:

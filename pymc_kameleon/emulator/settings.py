@@ -54,6 +54,11 @@ class EmulatorSettings:
         Times a correction whose weights collapse (Kish's ESS below ``2 d`` after a round,
         or unreliable after the extra rounds) hands its evaluations to the design and the
         design resumes, before the run falls back.
+    handover : int, optional
+        Of a failed correction's true evaluations, at most this many (``30 d``) become
+        design points when the design resumes: the heaviest half and a random draw of the
+        rest.  The process's fit grows with the cube of its points, and a correction holds
+        thousands (``docs/benchmarks/emulator.md``, "emulator-handover").
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
@@ -131,6 +136,7 @@ class EmulatorSettings:
     target_ess: float = 1.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
+    handover: int | None = None
     max_khat: float = MAX_KHAT
     min_ess: float = 0.5
     max_dim: int = 12
@@ -194,10 +200,11 @@ ENGINE_DEFAULTS = {"search_starts": 8, "defensive_weight": 0.2, "defensive_df": 
 #: at least 0.
 _COUNTS = {"n_initial": 1, "batch": 1, "min_rounds": 1, "max_rounds": 1,
            "correction_rounds": 1, "correction_size": 1, "max_extra_rounds": 0,
-           "max_restarts": 0, "max_dim": 1, "search_starts": 1, "search_keep": 1,
-           "search_climb": 1, "n_subsample": 1, "n_clusters": 1, "em_iters": 1}
+           "max_restarts": 0, "handover": 1, "max_dim": 1, "search_starts": 1,
+           "search_keep": 1, "search_climb": 1, "n_subsample": 1, "n_clusters": 1,
+           "em_iters": 1}
 _FRACTIONS = {"defensive_weight", "independent_weight", "global_weight"}
 _POSITIVE = {"max_khat", "window", "widen", "defensive_df", "defensive_scale",
              "gamma", "mean_df"}
-_OPTIONAL = {"n_initial", "batch", "correction_size", "search_starts", "defensive_weight",
-             "defensive_df", "defensive_scale", "mean_df"}
+_OPTIONAL = {"n_initial", "batch", "correction_size", "handover", "search_starts",
+             "defensive_weight", "defensive_df", "defensive_scale", "mean_df"}
