@@ -29,6 +29,7 @@ from pymc_kameleon.math.draw_worth import coordinate_worth
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
 from pymc_kameleon.math.mixture import GaussianMixture
 from pymc_kameleon.math.whitening import AffineMap
+from pymc_kameleon.models.targets import mixture_logp
 from pymc_kameleon.particles.recycling import RecycledPool
 
 
@@ -327,12 +328,11 @@ def _two_modes(rng, d: int = 4) -> EmulatorProblem:
     """0.3 N(-4 e_1, I) + 0.7 N(4 e_1, I) in ``d`` dimensions under a N(0, 20^2 I) prior
     (as a likelihood over the prior, so that the posterior is the mixture)."""
     prior = stats.multivariate_normal(np.zeros(d), 400 * np.eye(d))
-    parts = [(np.log(w), stats.multivariate_normal(np.r_[m, np.zeros(d - 1)]))
-             for w, m in ((0.3, -4.0), (0.7, 4.0))]
+    means = np.zeros((2, d))
+    means[:, 0] = [-4.0, 4.0]
 
     def terms(X):
-        log_mix = np.logaddexp(*(lw + c.logpdf(X) for lw, c in parts))
-        return prior.logpdf(X), log_mix - prior.logpdf(X)
+        return prior.logpdf(X), mixture_logp(X, means, [1.0, 1.0], [0.3, 0.7]) - prior.logpdf(X)
 
     return EmulatorProblem(prior.logpdf, terms, lambda n: rng.normal(0, 20, size=(n, d)), d)
 

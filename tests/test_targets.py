@@ -23,7 +23,13 @@ from scipy import stats
 
 from pymc_kameleon.models import banana_model
 from pymc_kameleon.models.counting import find_counter
-from pymc_kameleon.models.synthetic import NumpyLogp, counted_model, flower_model, gaussian_model
+from pymc_kameleon.models.synthetic import (
+    NumpyLogp,
+    counted_model,
+    flower_model,
+    gaussian_mixture_model,
+    gaussian_model,
+)
 from pymc_kameleon.models.targets import (
     QUANTILE_LEVELS,
     _sample_radius,  # the conditional sampler, tested directly
@@ -35,6 +41,7 @@ from pymc_kameleon.models.targets import (
     flower_log_normaliser,
     flower_logp,
     flower_sample,
+    mixture_logp,
     quantile_coverage,
     quantile_coverage_error,
 )
@@ -402,3 +409,19 @@ def test_counted_model_pickles():
     assert np.array_equal(model2.initial_point()["x"], [1.0, 1.0])
     with pytest.raises(ValueError):
         counted_model(lambda x: 0.0, dim=2, initval=[0.0])
+
+
+def test_mixture_logp_matches_scipy_and_its_pymc_model():
+    """The separated mixture's normalised log density: against SciPy's Gaussians
+    component by component, over leading axes, and equal to its PyMC model's posterior
+    (whose log evidence is 0, so the model's log density is the normalised mixture)."""
+    means, sds, weights = np.array([[-4.0, 0.0, 1.0], [4.0, 0.0, 0.0]]), [1.0, 2.0], [3.0, 7.0]
+    X = np.random.default_rng(0).normal(0, 5, size=(4, 5, 3))
+    direct = np.log(0.3 * stats.multivariate_normal(means[0], np.eye(3)).pdf(X)
+                    + 0.7 * stats.multivariate_normal(means[1], 4 * np.eye(3)).pdf(X))
+    np.testing.assert_allclose(mixture_logp(X, means, sds, weights), direct, rtol=1e-10)
+    logp = gaussian_mixture_model(means, sds, weights).compile_logp(sum=True)
+    for x in X[0]:
+        assert logp({"x": x}) == pytest.approx(mixture_logp(x, means, sds, weights), rel=1e-6)
+    with pytest.raises(ValueError, match="positive sds"):
+        mixture_logp(X, means, [1.0, -1.0], weights)

@@ -38,7 +38,7 @@ from .counting import EvalCounter, add_counter
 
 # the banana model's prior option and argument checks, shared so that both targets agree
 from .factories import vector_variable
-from .targets import LOG_2PI
+from .targets import LOG_2PI, mixture_parts
 
 __all__ = [
     "NumpyLogp",
@@ -152,13 +152,8 @@ def gaussian_mixture_model(
     >>> bool(np.isclose(logp({"x": x}), np.log(mix)))
     True
     """
-    means = np.atleast_2d(np.asarray(means, dtype=float))
-    sds = np.asarray(sds, dtype=float).reshape(-1)
-    weights = np.asarray(weights, dtype=float).reshape(-1)
-    K, dim = means.shape
-    if sds.shape != (K,) or weights.shape != (K,) or np.any(sds <= 0) or np.any(weights <= 0):
-        raise ValueError("need K means, K positive sds and K positive weights")
-    log_w = np.log(weights / weights.sum()) - dim * (0.5 * LOG_2PI + np.log(sds))
+    means, sds, log_w = mixture_parts(means, sds, weights)
+    dim = means.shape[1]
     with pm.Model() as model:
         x, log_prior = vector_variable(name, dim, np.zeros(dim), prior_sd)
         sq = pt.sum((x[None, :] - means) ** 2, axis=1)

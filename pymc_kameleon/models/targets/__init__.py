@@ -1,11 +1,13 @@
-"""The banana and flower targets: log densities, exact samplers and quantile-coverage checks.
+"""The banana, flower and mixture targets: log densities, exact samplers, coverage checks.
 
 Pure NumPy / SciPy (no PyMC).  :func:`banana_coverage_error` checks a sampler's draws against
 the exact answer, as in the experiments of Sejdinovic et al. (2014, Section 5.2); the PyMC model
 of the target is :func:`pymc_kameleon.models.banana_model`.  The flower target (used by the
 benchmarks and tests; its PyMC model is :func:`pymc_kameleon.models.synthetic.flower_model`)
 has no closed-form regions: :func:`quantile_coverage_error` compares draws with a large
-exact sample of :func:`flower_sample` instead.
+exact sample of :func:`flower_sample` instead.  :func:`mixture_logp`, a normalised mixture
+of isotropic Gaussians, has separated modes with known weights (its PyMC model is
+:func:`pymc_kameleon.models.synthetic.gaussian_mixture_model`).
 
 Banana ``B(b, v)`` (Haario et al., 1999), ``d >= 2``::
 
@@ -33,6 +35,7 @@ All functions take the draws as an array of shape ``(..., d)`` (e.g. ``(n, d)``,
 
 * :mod:`.banana`: the banana's density, exact sampler and exact coverage;
 * :mod:`.flower`: the flower's density, normalising constant and exact sampler;
+* :mod:`.mixture`: a mixture of isotropic Gaussians (separated modes, known weights);
 * :mod:`.coverage`: what both share: the levels :data:`.QUANTILE_LEVELS`,
   :func:`squared_norm` and the sample-based :func:`quantile_coverage_error`.
 
@@ -60,6 +63,7 @@ from .coverage import QUANTILE_LEVELS, quantile_coverage, quantile_coverage_erro
 from .coverage import RNGLike as RNGLike
 from .flower import _sample_radius as _sample_radius
 from .flower import flower_log_normaliser, flower_logp, flower_sample
+from .mixture import mixture_logp, mixture_parts
 
 __all__ = [
     "QUANTILE_LEVELS",
@@ -71,6 +75,8 @@ __all__ = [
     "flower_log_normaliser",
     "flower_logp",
     "flower_sample",
+    "mixture_logp",
+    "mixture_parts",
     "quantile_coverage",
     "quantile_coverage_error",
     "squared_norm",
