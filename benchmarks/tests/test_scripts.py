@@ -444,3 +444,37 @@ def test_fallback_worth_resamples_evenly(weak):
     assert sum(passes(noise(seed)) for seed in range(6)) >= 5
     broken = SCHEMES["curve"] if weak else along_weakest
     assert sum(passes(noise(seed, broken)) for seed in range(6)) < 5
+
+
+def test_handover_timer_times_a_restart_and_leaves_the_run_alone():
+    """``benchmarks.research.handover_cost``: on a run whose correction fails once (a Kish
+    bound no sample meets), one record with the sizes, the cost on every point and the
+    resumed rounds' costs; the run's draws are those of an untimed run, and the engine's
+    methods are restored."""
+    from scipy import stats
+
+    from benchmarks.research.handover_cost import HandoverTimer
+    from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings, engine
+
+    def run_to_end():
+        rng = np.random.default_rng(4)
+        prior = stats.multivariate_normal(np.zeros(2), 100 * np.eye(2))
+        lik = stats.multivariate_normal([1.0, -0.5], [[1.0, 0.8], [0.8, 1.0]])
+        problem = EmulatorProblem(prior.logpdf, lambda X: (prior.logpdf(X), lik.logpdf(X)),
+                                  lambda n: rng.normal(0, 10, size=(n, 2)), 2)
+        run = EmulatorRun(problem, EmulatorSettings(min_ess=100.0, max_extra_rounds=0,
+                                                    max_restarts=1), 400, rng)
+        while run.phase not in ("done", "fallback"):
+            run.step()
+        return run
+
+    saved = (engine.EmulatorRun._resume_design, engine.EmulatorRun._fit)
+    with HandoverTimer(rounds=2, verbose=False) as timer:
+        timed = run_to_end()
+    assert (engine.EmulatorRun._resume_design, engine.EmulatorRun._fit) == saved
+    [record] = timer.records
+    assert record["pool"] == 6 * 84 and record["handed"] == 60 and len(record["after"]) == 2
+    assert min(record["all_fit"], record["all_temper"], *record["after"]) >= 0.0
+    untimed = run_to_end()
+    assert timed.phase == untimed.phase == "fallback"
+    assert np.array_equal(np.concatenate(timed.X), np.concatenate(untimed.X))
