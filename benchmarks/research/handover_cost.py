@@ -46,12 +46,13 @@ class HandoverTimer:
             record.update(_all_points_cost(run, np.concatenate([X_design, X_pool]),
                                            np.concatenate([logp_design, prior + lik])))
             timer.records.append(record)
-            resume(run)  # its own first fit is the first of the resumed rounds
-            record["handed"] = len(run.X[-1])
             timer._say(f"restart: design {record['design']}, correction {record['pool']}; "
                        f"on all {record['design'] + record['pool']} points a fit takes "
                        f"{record['all_fit']:.1f} s CPU, its tempering {record['all_temper']:.1f}"
-                       f" s; handed {record['handed']}")
+                       " s")
+            resume(run)  # its own first fit is the first of the resumed rounds
+            record["handed"] = len(run.X[-1])
+            timer._say(f"  handed {record['handed']}")
 
         def timed_fit(run):
             start = time.process_time()
