@@ -329,6 +329,22 @@ def run_steps(name: str, model: pm.Model, seed: int, args) -> dict:
             "ess_kind": f"ArviZ bulk, {args.step_chains} chains", "chain_means": X.mean(axis=1)}
 
 
+def chain_evidence(stats, chains: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each chain's log evidence and Kish's ESS from its last stage: of the recycled
+    importance sample where the chain has one (``recycle=``, or an emulator run that fell
+    back), else of the emulator's correction (``emulator=``), else the stages' evidence
+    and NaN (PyMC's own kernel).  Chains of one emulator run may differ: some fall back."""
+    def last(name: str) -> np.ndarray:
+        if name not in stats:
+            return np.full(chains, np.nan)
+        return np.array([c[-1] for c in per_chain(stats[name].values, chains)], dtype=float)
+
+    log_z, kish = last("log_marginal_likelihood"), last("kish_ess")
+    recycled = last("log_evidence_recycled")
+    own = np.isfinite(recycled)
+    return np.where(own, recycled, log_z), np.where(own, last("recycled_ess"), kish)
+
+
 def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict:
     kwargs = {"kernel": KameleonSMC, **json.loads(args.kameleon)} if name == "kameleon" else {}
     if args.budget and name == "imh":
@@ -344,16 +360,7 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
     X = stack_posterior(group_dataset(idata, "posterior"), names)  # (chains, draws, k)
     stats = group_dataset(idata, "sample_stats")
     ess = ref.sd**2 / X.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
-    log_z = [c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, args.chains)]
-    kish = kish_chains = np.nan
-    # PyMC's own kernel reports no recycled evidence
-    recycled = ([c[-1] for c in per_chain(stats["log_evidence_recycled"].values, args.chains)]
-                if "log_evidence_recycled" in stats else [np.nan])
-    if np.all(np.isfinite(recycled)):  # recycle=...: the importance sample's evidence
-        log_z = recycled
-        kish_chains = [c[-1] for c in per_chain(stats["recycled_ess"].values, args.chains)]
-    elif "kish_ess" in stats:  # emulator=...: the correction's
-        kish_chains = [c[-1] for c in per_chain(stats["kish_ess"].values, args.chains)]
+    log_z, kish_chains = chain_evidence(stats, args.chains)
     kish = np.mean(kish_chains)
     flat = X.reshape(-1, X.shape[-1])
     return {"mean": flat.mean(0), "sd": flat.std(0), "ess": float(ess.min()),

@@ -145,3 +145,24 @@ def test_missed_mode_script_prints_each_run_and_the_count(capsys):
     rows = missed_mode.main(["--seeds", "3", "3", "--draws", "300"])
     out = capsys.readouterr().out
     assert len(rows) == 1 and rows[0][1] == "done" and "of 1" in out
+
+
+def test_comparison_benchmark_takes_each_chains_own_evidence():
+    """``smc_compare.chain_evidence``: a chain's recycled evidence and Kish's ESS where it
+    has them (it fell back, or ``recycle=``), else its correction's (the emulator's run
+    finished) or the stages' evidence with no Kish: chains of one run may mix the two."""
+    from types import SimpleNamespace
+
+    from benchmarks.smc_compare import chain_evidence
+
+    def stat(*rows):  # two stages a chain, the last one read
+        return SimpleNamespace(values=np.array([[np.nan, r] for r in rows]))
+
+    mixed = {"log_marginal_likelihood": stat(-31.2, -40.0, -40.0),
+             "kish_ess": stat(2100.0, np.nan, np.nan),
+             "log_evidence_recycled": stat(np.nan, -31.3, -31.4),
+             "recycled_ess": stat(np.nan, 2900.0, 3000.0)}
+    log_z, kish = chain_evidence(mixed, 3)
+    assert log_z.tolist() == [-31.2, -31.3, -31.4] and kish.tolist() == [2100.0, 2900.0, 3000.0]
+    log_z, kish = chain_evidence({"log_marginal_likelihood": stat(-1.0, -2.0)}, 2)
+    assert log_z.tolist() == [-1.0, -2.0] and np.isnan(kish).all()
