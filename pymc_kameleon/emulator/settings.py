@@ -57,8 +57,8 @@ class EmulatorSettings:
     handover : int, optional
         Of a failed correction's true evaluations, at most this many (``30 d``) become
         design points when the design resumes: the heaviest half and a random draw of the
-        rest.  The process's fit grows with the cube of its points, and a correction holds
-        thousands (``docs/benchmarks/emulator.md``, "emulator-handover").
+        rest.  Each design round fits the process to all its points and tempers on it, and a
+        correction holds thousands (``docs/benchmarks/emulator.md``, "emulator-handover").
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
