@@ -24,7 +24,9 @@ from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSetting
 from pymc_kameleon.models.targets import mixture_logp
 
 D, PRIOR_SD = 4, 20.0
-WEIGHTS, CENTRES = np.array([0.3, 0.7]), np.array([-4.0, 4.0])
+WEIGHTS = np.array([0.3, 0.7])
+MEANS = np.zeros((2, D))  # the modes at -4 e_1 and 4 e_1
+MEANS[:, 0] = [-4.0, 4.0]
 
 
 def log_prior(X: np.ndarray) -> np.ndarray:
@@ -34,9 +36,7 @@ def log_prior(X: np.ndarray) -> np.ndarray:
 
 def log_target(X: np.ndarray) -> np.ndarray:
     """The mixture's normalised log density."""
-    means = np.zeros((2, D))
-    means[:, 0] = CENTRES
-    return mixture_logp(np.atleast_2d(X), means, np.ones(2), WEIGHTS)
+    return mixture_logp(np.atleast_2d(X), MEANS, np.ones(2), WEIGHTS)
 
 
 def problem(rng: np.random.Generator) -> EmulatorProblem:
