@@ -48,16 +48,23 @@ class RunSettings(dict):
     on_sampled : callable, optional
         ``on_sampled(members, seconds)`` once PyMC wrote its sampling time (a module-level
         function: it travels with the settings).
+    chain : int, optional
+        The chain's number.
+    payload : object, optional
+        What ``on_sampled`` needs of the chain besides its settings (it travels with
+        them, and is not one of them).
     """
 
     def __init__(self, run: str, chain_evals: int, settings: dict[str, Any],
                  chain_draws: int = 0, chain_worth: float = math.nan,
-                 on_sampled: Callable[[list, float], None] | None = None):
+                 on_sampled: Callable[[list, float], None] | None = None,
+                 chain: int | None = None, payload: Any = None):
         super().__init__(settings)
         self.run = run
         self.chain_evals = int(chain_evals)
         self.chain_draws, self.chain_worth = int(chain_draws), float(chain_worth)
         self.on_sampled = on_sampled
+        self.chain, self.payload = chain, payload
         for ended in [k for k, v in _RUNS.items() if not v]:
             del _RUNS[ended]
             _SUMMARISED.discard(ended)
@@ -85,4 +92,4 @@ class RunSettings(dict):
         # process join their run in the receiving process
         own = {k: v for k, v in self.items() if k not in ("n_evals_total", "n_evals_chains")}
         return type(self), (self.run, self.chain_evals, own, self.chain_draws,
-                            self.chain_worth, self.on_sampled)
+                            self.chain_worth, self.on_sampled, self.chain, self.payload)

@@ -95,6 +95,11 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
     recycle : int, optional
         Spend this many more evaluations on adaptive importance-sampling rounds after the
         last stage, and return this many draws resampled from the importance sample.
+    weights_path : str or path-like, optional
+        With ``emulator`` or ``recycle``: write every chain's weighted sample (points,
+        their true log prior and likelihood, importance weights) and the emulator's
+        design points to this ``.npz`` file once the run is done
+        (:mod:`pymc_kameleon.smc.weighted` lists its arrays).
     on_error : {"raise", "reject"}, default "raise"
         An exception of the log density: a :class:`~pymc_kameleon.LogDensityError` naming
         the point in the model's variables, or zero density counted in the stat ``n_errors``
@@ -151,9 +156,19 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
                                              kwargs.get("compile_kwargs")) if vectorize else None)
         self.evaluations: Evaluations | None = None  # the chain's, from its start on
         self.emulator = emulator_settings(emulator)
+        if options.weights_path is not None and self.emulator is None and not options.recycle:
+            raise ValueError(
+                "weights_path keeps the weighted sample behind the draws of emulator=... or "
+                "recycle=...; without either the draws are the stages' own particles and "
+                "carry no weights")
         if self.emulator is not None:
             self.stats_dtypes_shapes = {**STATS, **EMULATOR_STATS}
         self._new_chain()
+
+    @property
+    def point(self) -> ModelPoint:
+        """The map from the sampler's raveled points to the model's variables."""
+        return self._point
 
     @property
     def n_steps(self) -> int:
@@ -164,6 +179,7 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         self.log_nu, self.proposal, self.stage = 0.0, None, None
         self.pool = None if self.options.recycle is None else RecycledPool()
         self.emulated: EmulatorMode | None = None
+        self.emulator_run = None  # the chain's EmulatorRun, also after a fallback
         self._emulator_stats: dict = {}  # the stats of a run that fell back
         self.recycled_ess = self.log_evidence_recycled = np.nan
         # what the recycled draws must be worth where the emulator fell back (None: as
@@ -208,6 +224,7 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
             np.atleast_1d(self.likelihood_logp))
         if self.emulator is not None:
             self.emulated = EmulatorMode(self, self.emulator)
+            self.emulator_run = self.emulated.run
 
     def update_beta_and_weights(self) -> None:
         """PyMC's next temperature; once the evaluation budget cannot pay for another stage,

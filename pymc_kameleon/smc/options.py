@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..failures import check_on_error
+from .weighted import check_weights_path
 
 __all__ = ["SMCOptions"]
 
@@ -38,7 +39,7 @@ class SMCOptions:
     stationarity : float or None, default 1.0
         Step while the particles' mean log density rose over the last three steps by more
         than this many standard errors (``None``: off).
-    max_evals, waste_free, recycle
+    max_evals, waste_free, recycle, weights_path
         As :class:`~pymc_kameleon.KameleonSMC` documents them.
     """
 
@@ -59,6 +60,7 @@ class SMCOptions:
     waste_free: bool | int = False
     recycle: int | None = None
     on_error: str = "raise"
+    weights_path: str | None = None
 
     @classmethod
     def pop_from(cls, kwargs: dict) -> SMCOptions:
@@ -67,6 +69,7 @@ class SMCOptions:
 
     def __post_init__(self) -> None:
         check_on_error(self.on_error)
+        object.__setattr__(self, "weights_path", check_weights_path(self.weights_path))
         if (self.gamma <= 0 or self.n_subsample < 2 or self.max_steps < 1
                 or not 0 <= self.independent_weight <= 1):
             raise ValueError("gamma must be > 0, n_subsample >= 2, max_steps >= 1 and "

@@ -8,13 +8,14 @@ import warnings
 import numpy as np
 
 from ..bill import SUMMARY_LOGGER, summary_line
-from ..compat.smc import ChainColumn
+from ..compat.smc import ChainColumn, worker_chain
 from ..particles.mutation import StageResult
 from ..run_settings import RunSettings
 from .progress import ChainCell, ProgressBoard
+from .weighted import chain_weighted, write_weighted
 
-__all__ = ["STATS", "log_summary", "progressbar_config", "progressbar_update", "settings",
-           "stage_stats", "warn_final_stage"]
+__all__ = ["STATS", "finish_run", "log_summary", "progressbar_config", "progressbar_update",
+           "settings", "stage_stats", "warn_final_stage"]
 
 #: The per-stage stats (name: dtype, shape).
 STATS: dict[str, tuple[type, list]] = {
@@ -100,6 +101,7 @@ def log_summary(members, seconds: float) -> None:
     """The run's one-line summary (logger ``pymc_kameleon.summary``): its evaluations, wall
     time and, where the draws are resampled from an importance sample, what that sample is
     worth (the number the chain's warning gives: :func:`~.emulated.warn_worth`)."""
+    members = sorted(members, key=lambda m: -1 if m.chain is None else m.chain)
     per_chain = [m.chain_evals for m in members]
     worth = [m.chain_worth for m in members]
     draws = sum(m.chain_draws for m in members)
@@ -108,6 +110,16 @@ def log_summary(members, seconds: float) -> None:
         text = (f"the {draws:,} returned draws are resampled from importance samples worth "
                 f"about {sum(worth):,.0f} independent draws")
     SUMMARY_LOGGER.info(summary_line("KameleonSMC", per_chain, seconds, text))
+
+
+def finish_run(members, seconds: float) -> None:
+    """Once every chain is done: the run's summary, and the chains' weighted samples
+    written where ``weights_path`` says (:mod:`~pymc_kameleon.smc.weighted`)."""
+    log_summary(members, seconds)
+    paths = {m.payload[0] for m in members if m.payload is not None}
+    for path in paths:
+        write_weighted(path, [(m.chain, m.payload[1]) for m in members
+                              if m.payload is not None and m.payload[0] == path])
 
 
 def settings(kernel) -> dict:
@@ -128,6 +140,7 @@ def settings(kernel) -> dict:
         "recycle": 0 if o.recycle is None else o.recycle,
         "executor": "none" if kernel.executor is None else type(kernel.executor).__name__,
         "on_error": o.on_error,
+        "weights_path": o.weights_path or "",
     }
 
 
@@ -137,6 +150,7 @@ class ChainReport:
 
     _board: ProgressBoard | None = None  # its cells made when PyMC asks for the columns
     _cell: ChainCell | None = None  # the chain's live cell (detached: not on this bar)
+    _chains_ended = 0  # chains of this kernel that ended in this process
 
     def __init__(self, *args, **kwargs):
         # the board exists before PyMC pickles the kernel for its chain processes (before
@@ -168,6 +182,14 @@ class ChainReport:
     def sample_settings(self) -> RunSettings:
         """Attributes of ``sample_stats``; ``n_evals_total``: every chain's evaluations;
         the run's summary is logged once PyMC has every chain's."""
+        # PyMC's chain k runs in its own process (cores > 1), or chains run one after the
+        # other in this one
+        chain = worker_chain()
+        if chain is None:
+            chain, self._chains_ended = self._chains_ended, self._chains_ended + 1
+        path = self.options.weights_path
+        payload = None if path is None else (path, chain_weighted(self))
         return RunSettings(self._run, self.evaluations.total, settings(self),
                            chain_draws=len(self.tempered_posterior),
-                           chain_worth=self.worth, on_sampled=log_summary)
+                           chain_worth=self.worth, on_sampled=finish_run, chain=chain,
+                           payload=payload)
