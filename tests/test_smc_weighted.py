@@ -3,13 +3,14 @@
 The file is checked against independent computations: the model's own log density at
 every row, the model's variables from the raveled points, each chain's log evidence and
 draws from ``pm.sample_smc``'s output, and the weighted moments against the exact
-posterior.  Weights written without the proposals' density must fail.  Then the bad
-inputs.
+posterior.  Weights written without the proposals' density must fail.  Then the stats'
+types (what netCDF needs) and the bad inputs.
 """
 
 from __future__ import annotations
 
 import warnings
+from itertools import chain as flatten
 
 import numpy as np
 import pymc as pm
@@ -101,6 +102,13 @@ def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeyp
     assert set(np.unique(f["design_chain"])) == {0, 1}
     _check_rows(model, f, "")
     _check_rows(model, f, "design_")
+    # every stat of every stage one Python type, never a bool: netCDF saves such object
+    # arrays (PyMC stores several chains' stats as objects)
+    for name, var in group_dataset(idata, "sample_stats").data_vars.items():
+        values = list(flatten.from_iterable(np.ravel(np.asarray(e, dtype=object))
+                                            for e in np.ravel(var.values)))
+        kinds = {type(v) for v in values}
+        assert len(kinds) == 1 and bool not in kinds and np.bool_ not in kinds, (name, kinds)
 
 
 @pytest.mark.parametrize("kwargs", [{"recycle": 600}, {"emulator": {"max_dim": 1}}])

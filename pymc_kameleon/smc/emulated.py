@@ -36,11 +36,12 @@ __all__ = ["EMULATOR_PHASES", "EMULATOR_STATS", "FALLBACK_WORTH", "EmulatorMode"
 PHASES = ("start", "design", "correction", "done", "fallback")
 #: What the progress bar says a chain does in each phase's round.
 EMULATOR_PHASES = {"start": "mode search", "design": "design", "correction": "correction"}
-#: The per-stage stats of the emulator mode (name: dtype, shape).
+#: The per-stage stats of the emulator mode (name: dtype, shape); ``budget_spent`` is 0 or
+#: 1, as netCDF stores no booleans.
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
                   "weakest_ess": (float, []), "pareto_k": (float, []),
                   "emulator_error": (float, []), "n_design": (int, []),
-                  "budget_spent": (bool, [])}
+                  "budget_spent": (int, [])}
 
 
 #: What the recycled pool of a run that fell back must be worth, in draws: resampling the

@@ -257,7 +257,9 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         if self.beta >= 1:  # the chain's failures reported, its end on the progress bar
             self.evaluations.report()
             self._cell.end()
-        return stats
+        # each stat one Python type at every stage: PyMC stores several chains' stats as
+        # object arrays, which netCDF saves only when their values share a type
+        return {name: kind(stats[name]) for name, (kind, _) in self.stats_dtypes_shapes.items()}
 
     def tune(self) -> None:
         """The stage's proposal, after adapting ``log nu`` to the last stage's acceptance."""
