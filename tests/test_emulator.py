@@ -29,7 +29,7 @@ from pymc_kameleon.math.draw_worth import coordinate_worth
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
 from pymc_kameleon.math.mixture import GaussianMixture
 from pymc_kameleon.math.whitening import AffineMap
-from pymc_kameleon.models.targets import mixture_logp
+from pymc_kameleon.models.targets import banana_logp, mixture_logp
 from pymc_kameleon.particles.recycling import RecycledPool
 
 
@@ -714,6 +714,38 @@ def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optim
     while run.phase in ("start", "design"):
         run.step()
     assert run.phase == "correction" and seen == optimisms
+
+
+def _banana(rng) -> EmulatorProblem:
+    """The banana ``B(0.1, 100)`` as the posterior under a ``N(0, 30^2 I)`` prior."""
+    prior = stats.multivariate_normal(np.zeros(2), 900 * np.eye(2))
+
+    def terms(X):
+        return prior.logpdf(X), banana_logp(np.atleast_2d(X), 0.1, 100.0) - prior.logpdf(X)
+
+    return EmulatorProblem(prior.logpdf, terms, lambda n: rng.normal(0, 30, size=(n, 2)), 2)
+
+
+@pytest.mark.parametrize("max_edge", [0.05, 1.0])
+def test_design_does_not_end_while_its_posterior_is_past_its_edge(max_edge):
+    """With a ``settle`` so loose that the design would end at its second round, on the
+    banana most runs end with more than 5 % of the emulator's posterior where its sd is
+    above a nat (about three in four; ``docs/benchmarks/emulator.md``,
+    "emulator-design-edge").  With ``max_edge=0.05`` no design of six runs ends so
+    (before ``max_rounds``), and ``edge`` is that share of the emulator's posterior; the
+    rule off (1.0) must fail: some run ends past the edge."""
+    ok = []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        run = EmulatorRun(_banana(rng), EmulatorSettings(
+            settle=100.0, min_rounds=1, max_edge=max_edge, max_error=np.inf), 400, rng)
+        while run.phase in ("start", "design"):
+            run.step()
+        assert run.phase == "correction", run.reason
+        sd = run.emulator.predict(run.posterior)[1]
+        assert run.edge == pytest.approx(np.mean(sd > 1.0))
+        ok.append(run.edge <= 0.05 or run.design_rounds == run.settings.max_rounds)
+    assert all(ok) != (max_edge == 1.0), ok
 
 
 @pytest.mark.parametrize("handover", [None, 10_000])

@@ -147,6 +147,21 @@ def test_missed_mode_script_prints_each_run_and_the_count(capsys):
     assert len(rows) == 1 and rows[0][1] == "done" and "of 1" in out
 
 
+def test_design_edge_script_prints_both_variants(capsys):
+    """``python -m benchmarks.research.design_edge`` on one seed: both variants, and its
+    errors are about zero for exact draws weighted equally and large for a shifted sample."""
+    from benchmarks.research import design_edge
+
+    exact = design_edge.banana_sample(20_000, 2, design_edge.B, design_edge.V, rng=1)
+    assert max(design_edge.errors(exact, np.zeros(len(exact)), exact)) < 0.01
+    shifted = exact + np.array([0.0, 5.0])
+    mean, _, q = design_edge.errors(shifted, np.zeros(len(exact)), exact)
+    assert mean == pytest.approx(5.0 / exact[:, 1].std()) and q > 0.3
+    rows = design_edge.main(["--seeds", "1", "1"])
+    out = capsys.readouterr().out
+    assert [r["max_edge"] for r in rows] == [1.0, 0.05] and out.count("of 1;") == 2
+
+
 def test_comparison_benchmark_takes_each_chains_own_evidence():
     """``smc_compare.chain_evidence``: a chain's recycled evidence and Kish's ESS where it
     has them (it fell back, or ``recycle=``), else its correction's (the emulator's run

@@ -9,7 +9,8 @@ most one batch of true evaluations apart from the mode search:
    (:func:`~pymc_kameleon.adaptation.laplace.laplace_start`), then the first design;
 2. *design*: fit the emulator, sample its posterior by tempered SMC from the prior (free),
    evaluate a batch where the emulator is probable and uncertain; until the emulator's
-   posterior moves less than ``settle`` sds between rounds;
+   posterior moves less than ``settle`` sds between rounds and at most ``max_edge`` of it
+   lies past the design's edge, where the emulator's sd is above a nat;
 3. *correction*: adaptive importance-sampling rounds on the true density
    (:mod:`.correction`) until Pareto's k-hat is at most ``max_khat`` and the weighted
    sample is worth ``target_ess`` times the draws asked for on every coordinate (Kish's
@@ -80,6 +81,7 @@ class EmulatorRun:
     worth: float = np.nan  # the weighted sample's worth on its weakest coordinate
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
     error: float = np.nan  # the last fit's held-out error near the mode, in nats
+    edge: float = np.nan  # share of the emulator's posterior where its sd is above a nat
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     next_round: int = 0  # of the next one where less is missing (0: per_round)
@@ -239,11 +241,14 @@ class EmulatorRun:
         self._evaluate(batch(self.emulator, candidates, self._n(s.batch, 3), optimism))
         self._fit()
         self.design_rounds += 1
+        # past the design's edge the emulator is its mean function, unsure by a nat or more
+        self.edge = float(np.mean(self.emulator.predict(self.posterior)[1] > 1.0))
         if self.design_rounds >= s.min_rounds and not self.error <= s.max_error:
             return self._fall_back(
                 f"the emulator predicts held-out evaluations badly (error {self.error:.2g} nats "
                 f"near the mode, max_error={s.max_error:g})")
-        settled = max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
+        settled = (max(self.moved) < s.settle and self.design_rounds >= s.min_rounds
+                   and self.edge <= s.max_edge)
         if settled and s.tail_probe > 0 and not self.probing:
             self.probing, settled = True, False  # the tails' round(s) follow
         # the budget keeps what the planned correction needs: no batch eats into it

@@ -29,7 +29,13 @@ class EmulatorSettings:
         Fewest and most design rounds.
     settle : float
         The design ends once the emulator posterior's means and sds moved less than this
-        many sds in two rounds running.
+        many sds in two rounds running, and at most ``max_edge`` of it lies past the edge.
+    max_edge : float
+        Largest share of the emulator posterior's draws past the design's edge (where the
+        emulator's predictive sd is above one nat: there it is its mean function) with
+        which the design may end before ``max_rounds`` (stat ``design_edge``; 1: no such
+        rule).  A posterior that moves little between rounds can still sit where no point
+        was evaluated (``docs/benchmarks/emulator.md``, "emulator-design-edge").
     keep_draws : bool
         Draw the emulator's posterior again (its tempering) only once it has moved by
         ``settle`` sds since the last draws, instead of after every design round: about
@@ -130,6 +136,7 @@ class EmulatorSettings:
     min_rounds: int = 3
     max_rounds: int = 15
     settle: float = 0.05
+    max_edge: float = 0.05
     keep_draws: bool = False
     correction_rounds: int = 6
     correction_size: int | None = None
@@ -203,7 +210,7 @@ _COUNTS = {"n_initial": 1, "batch": 1, "min_rounds": 1, "max_rounds": 1,
            "max_restarts": 0, "handover": 1, "max_dim": 1, "search_starts": 1,
            "search_keep": 1, "search_climb": 1, "n_subsample": 1, "n_clusters": 1,
            "em_iters": 1}
-_FRACTIONS = {"defensive_weight", "independent_weight", "global_weight"}
+_FRACTIONS = {"defensive_weight", "independent_weight", "global_weight", "max_edge"}
 _POSITIVE = {"max_khat", "window", "widen", "defensive_df", "defensive_scale",
              "gamma", "mean_df"}
 _OPTIONAL = {"n_initial", "batch", "correction_size", "handover", "search_starts",

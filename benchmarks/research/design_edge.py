@@ -1,0 +1,112 @@
+"""What the design's edge rule (``max_edge``) changes where a design would end too early.
+
+Usage::
+
+    python -m benchmarks.research.design_edge [--seeds 1 20] [--draws 400] \
+        [--settle 100] [--max-edge 0.05]
+
+Runs :class:`~pymc_kameleon.emulator.EmulatorRun` (free of PyMC) on the banana
+``B(0.1, 100)`` in 2 dimensions (Sejdinovic et al., 2014) under a ``N(0, 30^2 I)`` prior,
+with a ``settle`` so loose that the design may end after one round, once without the rule
+(``max_edge=1``) and once with it.  Per run it prints the design's rounds and points, the
+share of the emulator's posterior past the design's edge (its sd above a nat) when the
+design ended, the evaluations, Kish's ESS, Pareto's k-hat and the weighted sample's
+largest errors against exact draws of the banana: means and 5 % / 95 % quantiles in sds,
+sds as a ratio.  Results: ``docs/benchmarks/emulator.md`` ("emulator-design-edge").
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
+from pymc_kameleon.models.targets import banana_logp, banana_sample
+
+B, V, PRIOR_SD = 0.1, 100.0, 30.0
+
+
+def log_prior(X: np.ndarray) -> np.ndarray:
+    X = np.atleast_2d(X)
+    return -0.5 * np.sum((X / PRIOR_SD) ** 2, axis=1) - np.log(2 * np.pi * PRIOR_SD**2)
+
+
+def problem(rng: np.random.Generator) -> EmulatorProblem:
+    """The banana as the posterior: its density over the prior as the likelihood."""
+    def terms(X):
+        prior = log_prior(X)
+        return prior, banana_logp(np.atleast_2d(X), B, V) - prior
+
+    return EmulatorProblem(log_prior, terms, lambda n: rng.normal(0, PRIOR_SD, (n, 2)), 2)
+
+
+def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float) -> float:
+    order = np.argsort(x)
+    return float(x[order][np.searchsorted(np.cumsum(w[order]), p)])
+
+
+def errors(X: np.ndarray, log_w: np.ndarray, exact: np.ndarray) -> tuple[float, float, float]:
+    """The largest error of a mean and of a 5 % / 95 % quantile (in exact sds) and of an
+    sd (as a ratio's distance from 1) of the weighted sample ``X``."""
+    w = np.exp(log_w - np.max(log_w))
+    w /= w.sum()
+    mean = w @ X
+    sd = np.sqrt(w @ (X - mean) ** 2)
+    ref_mean, ref_sd = exact.mean(0), exact.std(0)
+    q = max(abs(_weighted_quantile(X[:, i], w, p) - np.quantile(exact[:, i], p)) / ref_sd[i]
+            for i in range(X.shape[1]) for p in (0.05, 0.95))
+    return (float(np.max(np.abs(mean - ref_mean) / ref_sd)),
+            float(np.max(np.abs(sd / ref_sd - 1))), float(q))
+
+
+def run_one(seed: int, settings: EmulatorSettings, draws: int, exact: np.ndarray) -> dict:
+    rng = np.random.default_rng(seed)
+    run = EmulatorRun(problem(rng), settings, draws, rng)
+    while run.phase in ("start", "design"):
+        run.step()
+    row = {"seed": seed, "rounds": run.design_rounds, "design": sum(len(x) for x in run.X),
+           "edge": run.edge}
+    while run.phase not in ("done", "fallback"):
+        run.step()
+    row.update(phase=run.phase, evals=run.spent, kish=run.summary[0], khat=run.summary[1])
+    if run.phase == "done":
+        X, _, _, log_w = run.correction.weighted()
+        row["mean"], row["sd"], row["q"] = errors(X, log_w, exact)
+    return row
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs=2, default=[1, 20], metavar=("FIRST", "LAST"))
+    parser.add_argument("--draws", type=int, default=400)
+    parser.add_argument("--settle", type=float, default=100.0)
+    parser.add_argument("--max-edge", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    exact = banana_sample(200_000, 2, B, V, rng=0)
+    rows = []
+    for max_edge in (1.0, args.max_edge):
+        settings = EmulatorSettings(settle=args.settle, min_rounds=1, max_edge=max_edge)
+        for seed in range(args.seeds[0], args.seeds[1] + 1):
+            row = {"max_edge": max_edge, **run_one(seed, settings, args.draws, exact)}
+            rows.append(row)
+            print("max_edge {max_edge:g} seed {seed}: {rounds} rounds, {design} points, "
+                  "edge {edge:.3f}; {phase}, {evals} evaluations, Kish {kish:.0f}, "
+                  "k-hat {khat:.2f}".format(**row)
+                  + (", errors: mean {mean:.3f} sd, sd {sd:.3f}, quantile {q:.3f} sd"
+                     .format(**row) if "q" in row else ""), flush=True)
+        mine = [r for r in rows if r["max_edge"] == max_edge]
+        done = [r for r in mine if "q" in r]
+        print(f"max_edge {max_edge:g}: edge above 0.05 in "
+              f"{sum(r['edge'] > 0.05 for r in mine)} of {len(mine)}; design points "
+              f"{np.mean([r['design'] for r in mine]):.0f}, evaluations "
+              f"{np.mean([r['evals'] for r in mine]):.0f} on average; largest errors over "
+              f"{len(done)} finished runs: mean "
+              f"{max((r['mean'] for r in done), default=np.nan):.3f} sd, sd "
+              f"{max((r['sd'] for r in done), default=np.nan):.3f}, quantile "
+              f"{max((r['q'] for r in done), default=np.nan):.3f} sd", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
