@@ -3,16 +3,18 @@
 Usage::
 
     python -m benchmarks.research.design_edge [--seeds 1 20] [--draws 400] \
-        [--settle 100] [--max-edge 0.05]
+        [--settle 100] [--min-rounds 1] [--max-edge 0.05] [--twist 0.1]
 
 Runs :class:`~pymc_kameleon.emulator.EmulatorRun` (free of PyMC) on the banana
-``B(0.1, 100)`` in 2 dimensions (Sejdinovic et al., 2014) under a ``N(0, 30^2 I)`` prior,
-with a ``settle`` so loose that the design may end after one round, once without the rule
+``B(0.1, 100)`` (``--twist``: its ``b``) in 2 dimensions (Sejdinovic et al., 2014) under
+a ``N(0, 30^2 I)`` prior, with a ``settle`` so loose that the design may end after one
+round (``--settle 0.05 --min-rounds 3``: the defaults), once without the rule
 (``max_edge=1``) and once with it.  Per run it prints the design's rounds and points, the
 share of the emulator's posterior past the design's edge (its sd above a nat) when the
 design ended, the evaluations, Kish's ESS, Pareto's k-hat and the weighted sample's
 largest errors against exact draws of the banana: means and 5 % / 95 % quantiles in sds,
-sds as a ratio.  Results: ``docs/benchmarks/emulator.md`` ("emulator-design-edge").
+sds as a ratio.  Results: ``docs/benchmarks/emulator.md`` ("emulator-design-edge",
+"emulator-banana-arms").
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ def log_prior(X: np.ndarray) -> np.ndarray:
     return -0.5 * np.sum((X / PRIOR_SD) ** 2, axis=1) - np.log(2 * np.pi * PRIOR_SD**2)
 
 
-def problem(rng: np.random.Generator) -> EmulatorProblem:
+def problem(rng: np.random.Generator, b: float = B) -> EmulatorProblem:
     """The banana as the posterior: its density over the prior as the likelihood."""
     def terms(X):
         prior = log_prior(X)
-        return prior, banana_logp(np.atleast_2d(X), B, V) - prior
+        return prior, banana_logp(np.atleast_2d(X), b, V) - prior
 
     return EmulatorProblem(log_prior, terms, lambda n: rng.normal(0, PRIOR_SD, (n, 2)), 2)
 
@@ -60,9 +62,10 @@ def errors(X: np.ndarray, log_w: np.ndarray, exact: np.ndarray) -> tuple[float, 
             float(np.max(np.abs(sd / ref_sd - 1))), float(q))
 
 
-def run_one(seed: int, settings: EmulatorSettings, draws: int, exact: np.ndarray) -> dict:
+def run_one(seed: int, settings: EmulatorSettings, draws: int, exact: np.ndarray,
+            b: float = B) -> dict:
     rng = np.random.default_rng(seed)
-    run = EmulatorRun(problem(rng), settings, draws, rng)
+    run = EmulatorRun(problem(rng, b), settings, draws, rng)
     while run.phase in ("start", "design"):
         run.step()
     row = {"seed": seed, "rounds": run.design_rounds, "design": sum(len(x) for x in run.X),
@@ -82,13 +85,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--draws", type=int, default=400)
     parser.add_argument("--settle", type=float, default=100.0)
     parser.add_argument("--max-edge", type=float, default=0.05)
+    parser.add_argument("--min-rounds", type=int, default=1)
+    parser.add_argument("--twist", type=float, default=B)
     args = parser.parse_args(argv)
-    exact = banana_sample(200_000, 2, B, V, rng=0)
+    exact = banana_sample(200_000, 2, args.twist, V, rng=0)
     rows = []
     for max_edge in (1.0, args.max_edge):
-        settings = EmulatorSettings(settle=args.settle, min_rounds=1, max_edge=max_edge)
+        settings = EmulatorSettings(settle=args.settle, min_rounds=args.min_rounds,
+                                    max_edge=max_edge)
         for seed in range(args.seeds[0], args.seeds[1] + 1):
-            row = {"max_edge": max_edge, **run_one(seed, settings, args.draws, exact)}
+            row = {"max_edge": max_edge,
+                   **run_one(seed, settings, args.draws, exact, args.twist)}
             rows.append(row)
             print("max_edge {max_edge:g} seed {seed}: {rounds} rounds, {design} points, "
                   "edge {edge:.3f}; {phase}, {evals} evaluations, Kish {kish:.0f}, "
