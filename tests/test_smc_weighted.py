@@ -133,7 +133,8 @@ def test_weights_path_keeps_the_recycled_pool(model, tmp_path, kwargs):
 
 def test_weights_path_bad_input(model, tmp_path):
     """Clear errors before a run: no weighted sample to keep, a folder that does not
-    exist; a file that cannot be written at the end is a warning (the draws are kept)."""
+    exist; a file that cannot be written at the end is a warning (the draws are kept), and
+    so is a run with no weighted sample to write (an older file would pass for it)."""
     with model, pytest.raises(ValueError, match="carry no weights"):
         pm.sample_smc(100, kernel=KameleonSMC, weights_path=tmp_path / "w.npz", chains=1,
                       progressbar=False)
@@ -148,3 +149,6 @@ def test_weights_path_bad_input(model, tmp_path):
         write_weighted(str(tmp_path), [(0, arrays)])  # a folder, not a file
     write_weighted(str(tmp_path / "ok.npz"), [(0, arrays), (1, None)])
     assert np.load(tmp_path / "ok.npz")["chain"].tolist() == [0]
+    with pytest.warns(RuntimeWarning, match="nothing was written"):
+        write_weighted(str(tmp_path / "none.npz"), [(0, None), (1, None)])
+    assert not (tmp_path / "none.npz").exists()

@@ -37,6 +37,7 @@ import numpy as np
 
 __all__ = ["check_weights_path", "chain_weighted", "write_weighted"]
 
+
 def check_weights_path(path) -> str | None:
     """``path`` as a string, or ``ValueError`` where its folder does not exist (before a
     run, not after it)."""
@@ -88,8 +89,11 @@ def chain_weighted(kernel) -> dict | None:
 def write_weighted(path: str, chains: list[tuple[int, dict | None]]) -> None:
     """Write the chains' weighted samples (``(chain, arrays)``, in any order) to ``path``;
     a failure to write is a warning, never the run's end (its draws are not lost)."""
-    kept = sorted((c, a) for c, a in chains if a is not None)
-    if not kept:
+    kept = sorted(((c, a) for c, a in chains if a is not None), key=lambda ca: ca[0])
+    if not kept:  # never left silently: an older file of that name would pass for this run's
+        warnings.warn(f"KameleonSMC(weights_path={path!r}): no chain's draws were resampled "
+                      "from a weighted sample; nothing was written.", RuntimeWarning,
+                      stacklevel=2)
         return
     first = kept[0][1]
     out = {k: first[k] for k in ("value_names", "value_sizes")}
