@@ -116,10 +116,9 @@ def finish_run(members, seconds: float) -> None:
     """Once every chain is done: the run's summary, and the chains' weighted samples
     written where ``weights_path`` says (:mod:`~pymc_kameleon.smc.weighted`)."""
     log_summary(members, seconds)
-    paths = {m.payload[0] for m in members if m.payload is not None}
-    for path in paths:
-        write_weighted(path, [(m.chain, m.payload[1]) for m in members
-                              if m.payload is not None and m.payload[0] == path])
+    kept = [m for m in members if m.payload is not None]  # every chain's, or none
+    if kept:
+        write_weighted(kept[0].payload[0], [(m.chain, m.payload[1]) for m in kept])
 
 
 def settings(kernel) -> dict:
