@@ -324,17 +324,23 @@ def test_budget_bounds_the_run_and_its_answer_stays_exact(budget):
     assert sum(cut) >= (2 if np.isfinite(budget) else 0), cut
 
 
-def _two_modes(rng, d: int = 4) -> EmulatorProblem:
-    """0.3 N(-4 e_1, I) + 0.7 N(4 e_1, I) in ``d`` dimensions under a N(0, 20^2 I) prior
-    (as a likelihood over the prior, so that the posterior is the mixture)."""
-    prior = stats.multivariate_normal(np.zeros(d), 400 * np.eye(d))
-    means = np.zeros((2, d))
-    means[:, 0] = [-4.0, 4.0]
+def _under_prior(log_target, d: int, sd: float, rng) -> EmulatorProblem:
+    """The normalised ``log_target`` as the posterior under a ``N(0, sd^2 I)`` prior (its
+    density over the prior as the likelihood)."""
+    prior = stats.multivariate_normal(np.zeros(d), sd**2 * np.eye(d))
 
     def terms(X):
-        return prior.logpdf(X), mixture_logp(X, means, [1.0, 1.0], [0.3, 0.7]) - prior.logpdf(X)
+        return prior.logpdf(X), log_target(X) - prior.logpdf(X)
 
-    return EmulatorProblem(prior.logpdf, terms, lambda n: rng.normal(0, 20, size=(n, d)), d)
+    return EmulatorProblem(prior.logpdf, terms, lambda n: rng.normal(0, sd, size=(n, d)), d)
+
+
+def _two_modes(rng, d: int = 4) -> EmulatorProblem:
+    """0.3 N(-4 e_1, I) + 0.7 N(4 e_1, I) in ``d`` dimensions under a N(0, 20^2 I) prior."""
+    means = np.zeros((2, d))
+    means[:, 0] = [-4.0, 4.0]
+    return _under_prior(lambda X: mixture_logp(X, means, [1.0, 1.0], [0.3, 0.7]), d, 20.0,
+                        rng)
 
 
 @pytest.mark.slow
@@ -718,12 +724,7 @@ def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optim
 
 def _banana(rng) -> EmulatorProblem:
     """The banana ``B(0.1, 100)`` as the posterior under a ``N(0, 30^2 I)`` prior."""
-    prior = stats.multivariate_normal(np.zeros(2), 900 * np.eye(2))
-
-    def terms(X):
-        return prior.logpdf(X), banana_logp(np.atleast_2d(X), 0.1, 100.0) - prior.logpdf(X)
-
-    return EmulatorProblem(prior.logpdf, terms, lambda n: rng.normal(0, 30, size=(n, 2)), 2)
+    return _under_prior(lambda X: banana_logp(np.atleast_2d(X), 0.1, 100.0), 2, 30.0, rng)
 
 
 @pytest.mark.parametrize("max_edge", [0.05, 1.0])

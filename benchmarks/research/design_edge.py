@@ -23,24 +23,16 @@ import argparse
 
 import numpy as np
 
+from benchmarks.research.engine_problems import under_normal_prior
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from pymc_kameleon.models.targets import banana_logp, banana_sample
 
 B, V, PRIOR_SD = 0.1, 100.0, 30.0
 
 
-def log_prior(X: np.ndarray) -> np.ndarray:
-    X = np.atleast_2d(X)
-    return -0.5 * np.sum((X / PRIOR_SD) ** 2, axis=1) - np.log(2 * np.pi * PRIOR_SD**2)
-
-
 def problem(rng: np.random.Generator, b: float = B) -> EmulatorProblem:
-    """The banana as the posterior: its density over the prior as the likelihood."""
-    def terms(X):
-        prior = log_prior(X)
-        return prior, banana_logp(np.atleast_2d(X), b, V) - prior
-
-    return EmulatorProblem(log_prior, terms, lambda n: rng.normal(0, PRIOR_SD, (n, 2)), 2)
+    """The banana ``B(b, 100)`` as the posterior under the prior."""
+    return under_normal_prior(lambda X: banana_logp(X, b, V), 2, PRIOR_SD, rng)
 
 
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float) -> float:

@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 
+from benchmarks.research.engine_problems import under_normal_prior
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
 from pymc_kameleon.models.targets import mixture_logp
 
@@ -29,22 +30,13 @@ MEANS = np.zeros((2, D))  # the modes at -4 e_1 and 4 e_1
 MEANS[:, 0] = [-4.0, 4.0]
 
 
-def log_prior(X: np.ndarray) -> np.ndarray:
-    X = np.atleast_2d(X)
-    return -0.5 * np.sum((X / PRIOR_SD) ** 2, axis=1) - D * np.log(PRIOR_SD * np.sqrt(2 * np.pi))
-
-
 def log_target(X: np.ndarray) -> np.ndarray:
     """The mixture's normalised log density."""
     return mixture_logp(np.atleast_2d(X), MEANS, np.ones(2), WEIGHTS)
 
 
 def problem(rng: np.random.Generator) -> EmulatorProblem:
-    def terms(X):
-        prior = log_prior(X)
-        return prior, log_target(X) - prior
-
-    return EmulatorProblem(log_prior, terms, lambda n: rng.normal(0, PRIOR_SD, (n, D)), D)
+    return under_normal_prior(log_target, D, PRIOR_SD, rng)
 
 
 def main(argv: list[str] | None = None) -> list[tuple]:
