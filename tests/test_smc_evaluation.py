@@ -544,3 +544,32 @@ def test_recycling_tops_up_only_until_the_pool_is_worth_the_target(target, round
     else:
         assert 0 < added < 1000
     assert (out.ess >= target) == (target < 1e9)
+
+
+@pytest.mark.parametrize("extra", [0, 400])
+def test_recycling_an_empty_pool_tops_it_up_or_returns_nothing(extra):
+    """A budget spent before any stage leaves the pool empty: with evaluations left the
+    top-up rounds fill it (a fallback's target included), without any ``recycle`` returns
+    None with a warning (the particles stay), where it raised ``ValueError``."""
+    from scipy import stats as st
+
+    from pymc_kameleon.particles.proposal import StageProposal
+    from pymc_kameleon.particles.recycling import RecycledPool, recycle
+    from pymc_kameleon.smc import SMCOptions
+
+    rng = np.random.default_rng(1)
+
+    def evaluate(X):
+        return st.norm.logpdf(X).sum(axis=1), np.zeros(len(X))
+
+    proposal = StageProposal.fit(rng.standard_normal((400, 2)), 0.0, rng, SMCOptions())
+    pool = RecycledPool()
+    if extra:
+        out = recycle(pool, proposal, extra, 200, 200, evaluate, rng, lambda x: x,
+                      SMCOptions(), target_ess=400.0)
+        assert pool.size == extra and out.X.shape == (200, 2)
+    else:
+        with pytest.warns(RuntimeWarning, match="no evaluation is left to recycle"):
+            out = recycle(pool, proposal, extra, 200, 200, evaluate, rng, lambda x: x,
+                          SMCOptions(), target_ess=400.0)
+        assert out is None

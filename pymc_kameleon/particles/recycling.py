@@ -159,7 +159,7 @@ def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
     else:
         sizes = [draws] * int(min(extra // max(draws, 1), TOP_UP_ROUNDS))
     for k, n in enumerate(sizes):
-        if k > 0 or target_ess is not None:
+        if (k > 0 or target_ess is not None) and pool.size:
             X, _, _, log_w = pool.weighted()
             if target_ess is not None and worth(log_w) >= target_ess:
                 break
@@ -170,6 +170,11 @@ def recycle(pool: RecycledPool, proposal: StageProposal, extra: int, draws: int,
         pool.new_stage(proposal.whitening, top_up)
         X = to_float(proposal.whitening.rows_to_x(top_up.sample(n, rng)))
         pool.add(X, *evaluate(X))
+    if not pool.size:  # the budget was spent before any stage or top-up
+        warnings.warn("KameleonSMC: no evaluation is left to recycle (the budget was spent "
+                      "before any stage); the particles are returned instead",
+                      RuntimeWarning, stacklevel=4)
+        return None
     X, prior, lik, log_w = pool.weighted()
     if not np.isfinite(log_w).any():
         warnings.warn("KameleonSMC: no recycled draw has a finite weight; the particles "
