@@ -75,7 +75,10 @@ def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeyp
             "pymc_kameleon.particles.recycling.RecycledPool._own_stage_weights",
             lambda self, X, log_p: np.where(np.isnan(log_p), -np.inf, log_p))
     path = tmp_path / "weighted.npz"
-    idata = _sample(model, path, cores=cores, emulator={"correction_size": 600})
+    # the broken variant without the check past the sample's edge, which would hand its
+    # corrections back and fall back: the file's weights are under test, not the check
+    idata = _sample(model, path, cores=cores, emulator={
+        "correction_size": 600, "edge_weight": np.inf if broken else 0.0})
     f = np.load(path)
     assert list(f["value_names"]) == ["x", "s_log__"] and list(f["value_sizes"]) == [2, 1]
     evidence = [c[-1] for c in per_chain(

@@ -9,6 +9,10 @@ process's variance on the points already chosen (a variance needs no value), so 
 batch does not pile up in one place.  With ``optimism`` the density term reads
 ``mean + optimism sd`` (at most the best mean), so that a region the emulator puts low only
 for want of points there is evaluated too.
+
+:func:`beyond_edge` proposes points just past the edge of a sample, each of its farthest
+draws carried on in the direction it lies from its neighbours: along a curved ridge that
+is the ridge's own direction, where a step outward from the centre would leave it.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from scipy.spatial import cKDTree
 
+from ..math.whitening import AffineMap
 from .surrogate import LogDensityEmulator, Mode
 
-__all__ = ["batch", "initial_design"]
+__all__ = ["batch", "beyond_edge", "initial_design"]
 
 
 def initial_design(modes: list[Mode], prior_draws: Callable[[int], np.ndarray], size: int,
@@ -59,3 +65,20 @@ def batch(emulator: LogDensityEmulator, candidates: np.ndarray, size: int,
         var = np.maximum(var - c**2, 0.0)
         cross = np.column_stack([cross, c])
     return candidates[picked]
+
+
+def beyond_edge(X: np.ndarray, tail: float = 0.1, neighbours: int = 20,
+                steps: tuple[float, ...] = (0.5, 1.0)) -> np.ndarray:
+    """Points past the edge of the sample ``X`` (rows): the ``tail`` share of its draws
+    farthest from its mean (whitened by its covariance), each moved ``steps`` whitened
+    units on, away from the mean of its ``neighbours`` nearest draws."""
+    whitening = AffineMap.from_sample(X)
+    U = whitening.rows_to_u(X)
+    far = np.argsort(-np.sum(U**2, axis=1))[:max(int(tail * len(X)), 1)]
+    away = U[far].copy()  # from the mean, where there are no neighbours
+    k = min(neighbours, len(X) - 1)
+    if k > 0:
+        _, near = cKDTree(U).query(U[far], k=k + 1)  # the first is the draw itself
+        away -= U[near[:, 1:]].mean(axis=1)
+    away /= np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-12)
+    return whitening.rows_to_x(np.concatenate([U[far] + step * away for step in steps]))

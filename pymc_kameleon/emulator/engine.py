@@ -16,7 +16,9 @@ most one batch of true evaluations apart from the mode search:
    sample is worth ``target_ess`` times the draws asked for on every coordinate (Kish's
    ESS and the delta method's per coordinate, whichever is less), within
    ``max_extra_rounds``; a heavy point behind a valley from every known mode leads to a
-   climb, and a new mode found there restarts the correction.
+   climb, and a new mode found there restarts the correction; before it ends, a batch
+   just past the weighted sample's edge checks that no point there would outweigh it
+   (``past_edge``), else the design resumes with that batch among its points.
 
 With a ``budget`` of true evaluations the design ends where one more batch would eat into
 what the planned correction needs, the correction's rounds are sized to fit what is left,
@@ -40,11 +42,17 @@ from ..math.draw_worth import coordinate_worth
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction, correction_proposal
-from .design import batch, initial_design
+from .design import batch, beyond_edge, initial_design
 from .settings import ENGINE_DEFAULTS, EmulatorSettings
 from .surrogate import LogDensityEmulator, Mode
 
 __all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
+
+#: Draws resampled from the weighted sample whose farthest tenth, carried on past its edge
+#: in two steps, is the batch of :meth:`EmulatorRun._misses_past_edge` (80 evaluations):
+#: a few draws of a curved arm's tip reach past it only now and then
+#: (docs/benchmarks/emulator.md, "emulator-past-edge").
+EDGE_SAMPLE = 400
 
 
 @dataclass
@@ -82,6 +90,7 @@ class EmulatorRun:
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
     error: float = np.nan  # the last fit's held-out error near the mode, in nats
     edge: float = np.nan  # share of the emulator's posterior where its sd is above a nat
+    past_edge: float = np.nan  # the last probe past the sample's edge (_misses_past_edge)
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     next_round: int = 0  # of the next one where less is missing (0: per_round)
@@ -297,6 +306,10 @@ class EmulatorRun:
         reliable = khat <= s.max_khat and kish >= s.min_ess * self.draws
         enough = self.worth >= s.target_ess * self.draws
         if reliable and (enough or self.extra >= s.max_extra_rounds):
+            if self._misses_past_edge():
+                return self._restart_design(kish, khat, "a point past the weighted "
+                                            f"sample's edge outweighs it by "
+                                            f"{self.past_edge:.1f} nats")
             self.phase = "done"
         elif spent:
             self.phase, self.budget_spent = "done", True
@@ -309,6 +322,37 @@ class EmulatorRun:
                                               np.ceil(self.per_round / 4), self.per_round))
         else:
             self._restart_design(kish, khat)
+
+    def _misses_past_edge(self) -> bool:
+        """Whether one batch just past the edge of the weighted sample
+        (:func:`~.design.beyond_edge` of ``EDGE_SAMPLE`` draws of it resampled: the
+        farthest tenth carried on half and one whitened unit) finds a point whose weight
+        under the last round's proposal is more than ``edge_weight`` nats above every
+        weight of that round (``past_edge``): the proposals are lighter than the
+        posterior there and no weight can show the mass they missed.  Along a curved
+        ridge the proposals end short of its arms while k-hat and Kish's ESS look sound
+        (docs/benchmarks/emulator.md, "emulator-past-edge").  The batch becomes design
+        points (used if the design resumes); skipped where the budget cannot pay it."""
+        s, pool = self.settings, self.correction.pool
+        if not np.isfinite(s.edge_weight) or self.left() < 0.2 * EDGE_SAMPLE:
+            return False
+        X, prior, lik, _ = pool.weighted()
+        whitening, proposal, n = pool.stages[-1]
+        try:
+            probes = beyond_edge(self.correction.resampled(EDGE_SAMPLE, self.rng))
+        except (ValueError, np.linalg.LinAlgError):  # the sample is a point or two
+            return False
+        self._evaluate(probes)
+
+        def log_weight(Y, log_p):
+            log_g = proposal.logpdf(whitening.rows_to_u(Y)) - whitening.log_det
+            return np.where(np.isfinite(log_p), log_p - log_g, -np.inf)
+
+        last = slice(len(X) - n, len(X))
+        probe_w = log_weight(probes, self.prior[-1] + self.lik[-1])
+        sample_w = log_weight(X[last], (prior + lik)[last])
+        self.past_edge = float(np.max(probe_w) - np.max(sample_w))
+        return self.past_edge > s.edge_weight
 
     def _unseen_mode(self) -> bool:
         """Whether the last round's heaviest point outside every mode's Laplace typical set
@@ -338,16 +382,17 @@ class EmulatorRun:
         self.late_modes += new
         return bool(new)
 
-    def _restart_design(self, kish: float, khat: float) -> None:
+    def _restart_design(self, kish: float, khat: float, why: str = "") -> None:
         """Hand the correction's true evaluations to the design and resume it; fall back
-        once ``max_restarts`` corrections failed."""
+        once ``max_restarts`` corrections failed (``why``: what failed, if not the
+        weights' k-hat or Kish's ESS)."""
         if self.left() < self.draws:  # the stages could not pay even their prior draws
             self.phase, self.budget_spent = "done", True
             return None
         if self.restarts >= self.settings.max_restarts:
             return self._fall_back(
-                f"the importance weights stay unreliable (Pareto k-hat {khat:.2f}, Kish ESS "
-                f"{kish:.0f} of {self.draws} draws)")
+                f"the importance weights stay unreliable ({why or f'Pareto k-hat {khat:.2f}'}"
+                f", Kish ESS {kish:.0f} of {self.draws} draws)")
         self.restarts += 1
         self._resume_design()
 

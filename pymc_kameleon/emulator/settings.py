@@ -65,6 +65,16 @@ class EmulatorSettings:
         design points when the design resumes: the heaviest half and a random draw of the
         rest.  Each design round fits the process to all its points and tempers on it, and a
         correction holds thousands (``docs/benchmarks/emulator.md``, "emulator-handover").
+    edge_weight : float
+        Before the correction ends, ``4 d`` of the weighted sample's farthest draws are
+        carried on past its edge (half and one whitened unit, along the direction each
+        lies from its neighbours) and evaluated: where a point's weight under the last
+        round's proposal is more than ``edge_weight`` nats above every weight of that
+        round (stat ``past_edge``), the proposals are lighter than the posterior there,
+        and the design resumes with those points (a failed correction, as for
+        ``max_restarts``).  Along a curved ridge the proposals end short of its arms
+        while Pareto's k-hat and Kish's ESS look sound (``docs/benchmarks/emulator.md``,
+        "emulator-past-edge"; inf: no such batch).
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
@@ -143,6 +153,7 @@ class EmulatorSettings:
     target_ess: float = 1.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
+    edge_weight: float = 0.0
     handover: int | None = None
     max_khat: float = MAX_KHAT
     min_ess: float = 0.5
@@ -181,7 +192,7 @@ class EmulatorSettings:
                 check_above(f.name, value, 0.0)
             elif f.name == "keep_draws":
                 check_flag(f.name, value)
-            else:  # settle, min_ess, target_ess, max_error, design_optimism, tail_probe
+            else:  # settle, min_ess, edge_weight, target_ess, max_error, design_optimism, ...
                 check_at_least(f.name, value, 0.0)
         if self.max_rounds < self.min_rounds:
             raise ValueError(f"max_rounds ({self.max_rounds}) must be at least min_rounds "

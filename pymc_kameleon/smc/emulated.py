@@ -41,7 +41,7 @@ EMULATOR_PHASES = {"start": "mode search", "design": "design", "correction": "co
 EMULATOR_STATS = {"emulator_phase": (int, []), "kish_ess": (float, []),
                   "weakest_ess": (float, []), "pareto_k": (float, []),
                   "emulator_error": (float, []), "design_edge": (float, []),
-                  "n_design": (int, []),
+                  "past_edge": (float, []), "n_design": (int, []),
                   "budget_spent": (int, [])}
 
 
@@ -187,5 +187,6 @@ class EmulatorMode:
         return {"emulator_phase": PHASES.index(run.phase), "kish_ess": kish,
                 "weakest_ess": run.worth, "pareto_k": khat, "emulator_error": run.error,
                 "design_edge": run.edge,
+                "past_edge": run.past_edge,
                 "n_design": 0 if not run.X else int(sum(len(x) for x in run.X)),
                 "budget_spent": run.budget_spent}
