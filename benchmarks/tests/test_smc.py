@@ -162,6 +162,18 @@ def test_design_edge_script_prints_both_variants(capsys):
     assert [r["max_edge"] for r in rows] == [1.0, 0.05] and out.count("of 1;") == 2
 
 
+def test_past_edge_script_prints_both_variants_and_the_controls(capsys):
+    """``python -m benchmarks.research.past_edge`` on one seed: both variants of the
+    banana, then the controls (four targets)."""
+    from benchmarks.research import past_edge
+
+    rows = past_edge.main(["--seeds", "1", "1"])
+    out = capsys.readouterr().out
+    assert [r["edge_weight"] for r in rows] == [np.inf, 0.0] and out.count("of 1 returned") == 2
+    rows = past_edge.main(["--controls", "--seeds", "1", "1", "--draws", "200"])
+    assert len(rows) == 4 and all("past" in r for r in rows)
+
+
 def test_comparison_benchmark_takes_each_chains_own_evidence():
     """``smc_compare.chain_evidence``: a chain's recycled evidence and Kish's ESS where it
     has them (it fell back, or ``recycle=``), else its correction's (the emulator's run
