@@ -50,8 +50,8 @@ __all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
 
 #: Draws resampled from the weighted sample whose farthest tenth, carried on past its edge
 #: in two steps, is the batch of :meth:`EmulatorRun._misses_past_edge` (80 evaluations):
-#: a few draws of a curved arm's tip reach past it only now and then
-#: (docs/benchmarks/emulator.md, "emulator-past-edge").
+#: a batch of only ``8 d`` points, from ``4 d`` of its farthest draws spread apart, missed
+#: a banana's arms in three runs of six (docs/benchmarks/emulator.md, "emulator-past-edge").
 EDGE_SAMPLE = 400
 
 
