@@ -668,7 +668,8 @@ def test_max_evals_bounds_the_emulator_run(gauss_model):
     it; one too small for the mode search and a correction is a clear error."""
     # worth 3 draws a draw sought: about 1 250 evaluations without a budget
     settings = EmulatorSettings(correction_size=600, target_ess=3.0)
-    with gauss_model, pytest.warns(RuntimeWarning, match="max_evals=1000 ended the correction"):
+    with gauss_model, pytest.warns(RuntimeWarning, match="max_evals=1000 ended the correction"
+                                   ".*the check for mass past its edge did not run"):
         idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=1000,
                               chains=1, random_seed=5, progressbar=False,
                               compute_convergence_checks=False)
@@ -682,6 +683,30 @@ def test_max_evals_bounds_the_emulator_run(gauss_model):
     with gauss_model, pytest.raises(ValueError, match="cannot pay for the mode search"):
         pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=700, chains=1,
                       random_seed=5, progressbar=False, compute_convergence_checks=False)
+
+
+def test_a_budget_that_cannot_pay_the_check_past_the_edge_says_so(gauss_model, monkeypatch):
+    """A run whose weights end reliable and worth the draws, but whose budget cannot pay
+    the batch past the sample's edge (made here larger than any budget), warns that the
+    check did not run; with the check paid (no budget) it runs and nothing is said."""
+    from pymc_kameleon.emulator import engine
+
+    settings = EmulatorSettings(correction_size=600)
+    with gauss_model, warnings.catch_warnings(record=True) as paid:
+        warnings.simplefilter("always")
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, chains=1,
+                              random_seed=5, progressbar=False,
+                              compute_convergence_checks=False)
+    assert np.isfinite(_stat(idata, "past_edge")[-1])
+    assert not any("did not run" in str(w.message) for w in paid)
+    monkeypatch.setattr(engine, "EDGE_SAMPLE", 10**7)
+    with gauss_model, pytest.warns(RuntimeWarning, match="past the weighted sample's edge did "
+                                   "not run"):
+        idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=100_000,
+                              chains=1, random_seed=5, progressbar=False,
+                              compute_convergence_checks=False)
+    assert _stat(idata, "emulator_phase")[-1] == 3 and not _stat(idata, "budget_spent")[-1]
+    assert np.isnan(_stat(idata, "past_edge")[-1])
 
 
 def test_engine_completes_the_front_ends_settings():

@@ -155,10 +155,13 @@ class EmulatorMode:
         k.tempered_posterior_logp = k.prior_logp + k.likelihood_logp
         k.log_marginal_likelihood, k.beta = log_evidence, 1.0
         k.worth = run.worth  # what the warning below and the run's summary say
+        # the check for mass past the sample's edge (a curved ridge's arms) did not run
+        unchecked = np.isfinite(run.settings.edge_weight) and np.isnan(run.past_edge)
         if run.budget_spent:
             unreliable = (f"; Pareto k-hat {khat:.2f} > {run.settings.max_khat:g}: the "
                           "weights are unreliable, the draws and the evidence may be wrong"
                           if not khat <= run.settings.max_khat else "")
+            unreliable += "; the check for mass past its edge did not run" if unchecked else ""
             warnings.warn(
                 f"KameleonSMC(emulator=...): the evaluation budget max_evals="
                 f"{k.evaluations.max_evals} ended the correction after "
@@ -166,6 +169,12 @@ class EmulatorMode:
                 f"{run.worth:.0f} independent draws where "
                 f"{run.settings.target_ess * k.draws:.0f} were sought{unreliable}.  Raise "
                 "max_evals, or ask for fewer draws.", RuntimeWarning, stacklevel=4)
+        elif unchecked:
+            warnings.warn(
+                "KameleonSMC(emulator=...): the check for mass past the weighted sample's "
+                "edge did not run (max_evals left fewer evaluations than its batch, or the "
+                "sample is a point or two): on a curved posterior the draws may miss mass "
+                "there.  Raise max_evals.", RuntimeWarning, stacklevel=4)
         if run.worth < k.draws:
             warn_worth("(emulator=...)", k.draws, run.worth, "kish_ess", kish <= run.worth)
 
