@@ -337,16 +337,15 @@ class EmulatorRun:
         if not np.isfinite(s.edge_weight) or self.left() < 0.2 * EDGE_SAMPLE:
             return False
         X, prior, lik, _ = pool.weighted()
-        whitening, proposal, n = pool.stages[-1]
+        n = pool.stages[-1][2]  # the last round's points, stored last
         try:
             probes = beyond_edge(self.correction.resampled(EDGE_SAMPLE, self.rng))
         except (ValueError, np.linalg.LinAlgError):  # the sample is a point or two
             return False
         self._evaluate(probes)
 
-        def log_weight(Y, log_p):
-            log_g = proposal.logpdf(whitening.rows_to_u(Y)) - whitening.log_det
-            return np.where(np.isfinite(log_p), log_p - log_g, -np.inf)
+        def log_weight(Y, log_p):  # under the last round's proposal
+            return np.where(np.isfinite(log_p), log_p - pool.stage_log_density(Y), -np.inf)
 
         last = slice(len(X) - n, len(X))
         probe_w = log_weight(probes, self.prior[-1] + self.lik[-1])

@@ -66,15 +66,15 @@ class EmulatorSettings:
         rest.  Each design round fits the process to all its points and tempers on it, and a
         correction holds thousands (``docs/benchmarks/emulator.md``, "emulator-handover").
     edge_weight : float
-        Before the correction ends, ``4 d`` of the weighted sample's farthest draws are
-        carried on past its edge (half and one whitened unit, along the direction each
-        lies from its neighbours) and evaluated: where a point's weight under the last
-        round's proposal is more than ``edge_weight`` nats above every weight of that
-        round (stat ``past_edge``), the proposals are lighter than the posterior there,
-        and the design resumes with those points (a failed correction, as for
-        ``max_restarts``).  Along a curved ridge the proposals end short of its arms
-        while Pareto's k-hat and Kish's ESS look sound (``docs/benchmarks/emulator.md``,
-        "emulator-past-edge"; inf: no such batch).
+        Before the correction ends, the farthest tenth of 400 draws resampled from the
+        weighted sample is carried on past its edge (half and one whitened unit, along
+        the direction each lies from its neighbours) and evaluated, 80 points: where a
+        point's weight under the last round's proposal is more than ``edge_weight`` nats
+        above every weight of that round (stat ``past_edge``), the proposals are lighter
+        than the posterior there, and the design resumes with those points (a failed
+        correction, as for ``max_restarts``).  Along a curved ridge the proposals end
+        short of its arms while Pareto's k-hat and Kish's ESS look sound
+        (``docs/benchmarks/emulator.md``, "emulator-past-edge"; inf: no such batch).
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.

@@ -91,7 +91,7 @@ class RecycledPool:
         if self.own_stage:
             log_w = self._own_stage_weights(X, prior + lik)
         else:
-            log_g = [mix.logpdf(w.rows_to_u(X)) - w.log_det for w, mix, _ in self.stages]
+            log_g = [self.stage_log_density(X, s) for s in range(len(self.stages))]
             log_w = mixture_log_weights(prior + lik, log_g, [s[2] for s in self.stages])
         out = (X, prior, lik, log_w)
         for a in out:
@@ -99,6 +99,13 @@ class RecycledPool:
         self._weighted = out
         return out
 
+
+    def stage_log_density(self, Y: np.ndarray, stage: int = -1) -> np.ndarray:
+        """The log density of stage ``stage``'s proposal at rows ``Y``, in the model's
+        coordinates (its mixture's in the whitened ones, less the whitening's log
+        determinant)."""
+        whitening, mixture, _ = self.stages[stage]
+        return mixture.logpdf(whitening.rows_to_u(Y)) - whitening.log_det
 
     def _own_stage_weights(self, X: np.ndarray, log_p: np.ndarray) -> np.ndarray:
         """Each stage's own weights ``p / g_s``, scaled so that a stage's share of the
