@@ -30,19 +30,24 @@ from pymc_kameleon.emulator import EmulatorRun, EmulatorSettings
 from pymc_kameleon.models.targets import banana_sample
 
 
-def run_one(seed: int, edge_weight: float, draws: int, exact: np.ndarray, b: float) -> dict:
-    rng = np.random.default_rng(seed)
-    run = EmulatorRun(problem(rng, b), EmulatorSettings(edge_weight=edge_weight), draws, rng)
+def finish(run: EmulatorRun, exact: np.ndarray, **row) -> dict:
+    """``row`` with how ``run``, stepped to its end, ended, and (if it returned draws) its
+    weighted sample's largest errors against ``exact`` draws."""
     while run.phase not in ("done", "fallback"):
         run.step()
-    row = {"edge_weight": edge_weight, "seed": seed, "phase": run.phase,
-           "reason": run.reason, "restarts": run.restarts, "past": run.past_edge,
-           "evals": run.spent,
-           "kish": run.summary[0], "khat": run.summary[1]}
+    row.update(phase=run.phase, reason=run.reason, restarts=run.restarts,
+               past=run.past_edge, evals=run.spent, kish=run.summary[0],
+               khat=run.summary[1])
     if run.phase == "done":
         X, _, _, log_w = run.correction.weighted()
         row["mean"], row["sd"], row["q"] = errors(X, log_w, exact)
     return row
+
+
+def run_one(seed: int, edge_weight: float, draws: int, exact: np.ndarray, b: float) -> dict:
+    rng = np.random.default_rng(seed)
+    run = EmulatorRun(problem(rng, b), EmulatorSettings(edge_weight=edge_weight), draws, rng)
+    return finish(run, exact, edge_weight=edge_weight, seed=seed)
 
 
 def controls(seeds: range, draws: int) -> list[dict]:
@@ -60,18 +65,12 @@ def controls(seeds: range, draws: int) -> list[dict]:
             exact = target.rvs(200_000, random_state=0)
             run = EmulatorRun(under_normal_prior(target.logpdf, d, 20.0, rng),
                               EmulatorSettings(), draws, rng)
-            while run.phase not in ("done", "fallback"):
-                run.step()
-            row = {"target": f"{name} {d}-d", "seed": seed, "phase": run.phase,
-                   "restarts": run.restarts, "past": run.past_edge, "evals": run.spent}
-            if run.phase == "done":
-                X, _, _, log_w = run.correction.weighted()
-                row["mean"], row["sd"], row["q"] = errors(X, log_w, exact)
+            row = finish(run, exact, target=f"{name} {d}-d", seed=seed)
             rows.append(row)
-            print(f"{row['target']} seed {seed}: {run.phase}, {run.restarts} restarts, "
-                  f"past_edge {run.past_edge:.2f} nats, {run.spent} evaluations"
+            print(f"{row['target']} seed {seed}: {row['phase']}, {row['restarts']} restarts, "
+                  f"past_edge {row['past']:.2f} nats, {row['evals']} evaluations"
                   + (", errors: mean {mean:.3f} sd, sd {sd:.3f}, quantile {q:.3f} sd"
-                     .format(**row) if "q" in row else f" ({run.reason})"), flush=True)
+                     .format(**row) if "q" in row else f" ({row['reason']})"), flush=True)
     return rows
 
 
