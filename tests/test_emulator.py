@@ -665,14 +665,19 @@ def test_fallback_returns_draws_recycled_from_its_stages(gauss_model, monkeypatc
 def test_max_evals_bounds_the_emulator_run(gauss_model):
     """``max_evals`` holds in the emulator mode: a budget that binds ends the correction
     with a warning naming it and what the sample is worth, every evaluation counted within
-    it; one too small for the mode search and a correction is a clear error."""
+    it, the check past the sample's edge paid from it; one too small for the mode search
+    and a correction is a clear error."""
     # worth 3 draws a draw sought: about 1 250 evaluations without a budget
     settings = EmulatorSettings(correction_size=600, target_ess=3.0)
-    with gauss_model, pytest.warns(RuntimeWarning, match="max_evals=1000 ended the correction"
-                                   ".*the check for mass past its edge did not run"):
+    with gauss_model, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, max_evals=1000,
                               chains=1, random_seed=5, progressbar=False,
                               compute_convergence_checks=False)
+    said = [str(w.message) for w in said if w.category is RuntimeWarning]
+    assert any("max_evals=1000 ended the correction" in m for m in said), said
+    assert not any("did not run" in m or "past its edge" in m for m in said), said
+    assert _stat(idata, "past_edge")[-1] <= settings.edge_weight
     ss = group_dataset(idata, "sample_stats")
     assert ss.attrs["n_evals_total"] == _stat(idata, "n_evals").sum() <= 1000
     assert _stat(idata, "emulator_phase")[-1] == 3
@@ -802,6 +807,41 @@ def test_batch_past_the_sample_edge_weighs_it_by_the_last_proposal():
     expected = np.max(log_weight(probes)) - np.max(log_weight(X[-n:]))
     assert run.past_edge == pytest.approx(expected, rel=1e-9)
     assert run.past_edge <= run.settings.edge_weight
+
+
+def test_a_binding_budget_keeps_the_batch_past_the_edge():
+    """Under a budget that ends the correction short of the worth sought (3 draws a draw;
+    1 190-1 230 evaluations without a budget), the correction's rounds leave the batch
+    past the edge its 80 evaluations: the check runs in each of four runs, the budget is
+    spent to the last evaluation and never exceeded."""
+    for seed in (11, 12, 13, 14):
+        rng = np.random.default_rng(seed)
+        run = EmulatorRun(_problem(rng), EmulatorSettings(target_ess=3.0), 400, rng,
+                          budget=1000)
+        while run.phase not in ("done", "fallback"):
+            run.step()
+        assert run.phase == "done" and run.budget_spent, run.reason
+        assert run.spent == 1000 and run.X[-1].shape == (run.edge_cost(), 2)
+        assert run.past_edge <= run.settings.edge_weight
+
+
+def test_mass_past_the_edge_that_the_budget_cannot_chase_is_reported():
+    """On the banana the first correction's check finds mass past the sample's edge and
+    hands the correction back to the design.  With a budget that leaves fewer evaluations
+    than the draws at that point (the same run up to there: the budget binds later), no
+    design can follow: the run ends there with ``budget_spent`` and the same
+    ``past_edge`` above ``edge_weight``, which the front end's warning names."""
+    rng = np.random.default_rng(0)
+    run = EmulatorRun(_banana(rng), EmulatorSettings(), 400, rng)
+    while run.restarts == 0 and run.phase not in ("done", "fallback"):
+        run.step()
+    assert run.restarts == 1 and run.past_edge > run.settings.edge_weight, run.reason
+    rng = np.random.default_rng(0)
+    cut = EmulatorRun(_banana(rng), EmulatorSettings(), 400, rng, budget=run.spent + 200)
+    while cut.phase not in ("done", "fallback"):
+        cut.step()
+    assert cut.phase == "done" and cut.budget_spent and cut.restarts == 0
+    assert cut.spent == run.spent and cut.past_edge == run.past_edge
 
 
 def _banana(rng) -> EmulatorProblem:

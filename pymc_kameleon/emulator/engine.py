@@ -21,8 +21,10 @@ most one batch of true evaluations apart from the mode search:
    (``past_edge``), else the design resumes with that batch among its points.
 
 With a ``budget`` of true evaluations the design ends where one more batch would eat into
-what the planned correction needs, the correction's rounds are sized to fit what is left,
-and the run ends (``budget_spent``) once the rest cannot pay a quarter of a round.
+what the planned correction and the batch past the edge need, the correction's rounds are
+sized to fit what is left less that batch (kept where the budget can pay it beside one
+evaluation per draw), and the run ends (``budget_spent``) once the rest cannot pay a
+quarter of a round.
 
 It falls back (``phase == "fallback"``, with the reason) where the emulator does not pay:
 above ``max_dim`` dimensions, without a usable mode, or when the correction's weights stay
@@ -53,6 +55,8 @@ __all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
 #: a batch of only ``8 d`` points, from ``4 d`` of its farthest draws spread apart, missed
 #: a banana's arms in three runs of six (docs/benchmarks/emulator.md, "emulator-past-edge").
 EDGE_SAMPLE = 400
+#: The share of those draws carried on, and the steps each is carried (two points a draw).
+EDGE_TAIL, EDGE_STEPS = 0.1, (0.5, 1.0)
 
 
 @dataclass
@@ -94,6 +98,7 @@ class EmulatorRun:
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     next_round: int = 0  # of the next one where less is missing (0: per_round)
+    reserve: int = 0  # true evaluations the correction keeps for the batch past the edge
     extra: int = 0  # correction rounds added
     spent: int = 0  # true evaluations so far, the mode search's too
     budget_spent: bool = False  # the run ended because the budget could not pay a round
@@ -147,6 +152,12 @@ class EmulatorRun:
     def correction_total(self) -> float:
         """True evaluations the planned correction rounds take together."""
         return self.settings.correction_size or 1.25 * self.draws
+
+    def edge_cost(self) -> int:
+        """True evaluations of the batch past the weighted sample's edge (0: no check)."""
+        if not np.isfinite(self.settings.edge_weight):
+            return 0
+        return len(EDGE_STEPS) * max(int(EDGE_TAIL * EDGE_SAMPLE), 1)
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """Every design point and its true log density."""
@@ -260,14 +271,18 @@ class EmulatorRun:
                    and self.edge <= s.max_edge)
         if settled and s.tail_probe > 0 and not self.probing:
             self.probing, settled = True, False  # the tails' round(s) follow
-        # the budget keeps what the planned correction needs: no batch eats into it
-        total = self.correction_total()
-        short = self.left() < total + self._n(s.batch, 3)
+        # the budget keeps what the planned correction and its check past the edge need:
+        # no batch eats into it
+        total, check = self.correction_total(), self.edge_cost()
+        short = self.left() < total + check + self._n(s.batch, 3)
         if settled or self.design_rounds >= s.max_rounds or short:
             self.phase = "correction"
             self.planned = s.correction_rounds
+            # the check is paid first where the budget leaves one evaluation per draw
+            # beside it: unpaid, a curved ridge's arms go unseen (a warning says so)
+            self.reserve = check if self.left() - check >= self.draws else 0
             self.per_round = max(1, int(np.ceil(
-                max(min(total, self.left()), 1) / s.correction_rounds)))
+                max(min(total, self.left() - self.reserve), 1) / s.correction_rounds)))
 
     def _correction(self) -> None:
         s, d = self.settings, self.problem.dim
@@ -280,7 +295,7 @@ class EmulatorRun:
         for m in self.late_modes:  # modes the search missed: a share of the fit each
             fit_to = np.concatenate([fit_to, m.whitening.rows_to_x(
                 self.rng.standard_normal((len(fit_to) // (1 + len(self.late_modes)), d)))])
-        n = int(min(self.next_round or self.per_round, self.left()))
+        n = int(min(self.next_round or self.per_round, self.left() - self.reserve))
         if n < 1:  # the mode search and design spent the budget
             return self._fall_back(f"the budget of {self.budget:.0f} evaluations is spent "
                                    "before the correction")
@@ -293,7 +308,7 @@ class EmulatorRun:
             return None
         # the budget cannot pay another round of a useful size: the run ends here, what
         # the weights are worth is reported (k-hat, the worth), never a silent answer
-        spent = self.left() < np.ceil(self.per_round / 4)
+        spent = self.left() - self.reserve < np.ceil(self.per_round / 4)
         if kish < 2 * d and not spent:  # the proposal missed where the posterior is
             return self._restart_design(kish, khat)
         # a coordinate the proposals reach poorly (a curved tail) is worth less than
@@ -305,14 +320,13 @@ class EmulatorRun:
             return
         reliable = khat <= s.max_khat and kish >= s.min_ess * self.draws
         enough = self.worth >= s.target_ess * self.draws
-        if reliable and (enough or self.extra >= s.max_extra_rounds):
+        ends = reliable and (enough or self.extra >= s.max_extra_rounds)
+        if ends or spent:  # where the budget ends it, its reserve pays for the check
             if self._misses_past_edge():
                 return self._restart_design(kish, khat, "a point past the weighted "
                                             f"sample's edge outweighs it by "
                                             f"{self.past_edge:.1f} nats")
-            self.phase = "done"
-        elif spent:
-            self.phase, self.budget_spent = "done", True
+            self.phase, self.budget_spent = "done", not ends
         elif self.extra < s.max_extra_rounds:  # short of reliable weights or of the worth
             self.planned, self.extra = 1, self.extra + 1
             if reliable:  # short of the worth only: as many points as that asks for (the
@@ -334,12 +348,13 @@ class EmulatorRun:
         (docs/benchmarks/emulator.md, "emulator-past-edge").  The batch becomes design
         points (used if the design resumes); skipped where the budget cannot pay it."""
         s, pool = self.settings, self.correction.pool
-        if not np.isfinite(s.edge_weight) or self.left() < 0.2 * EDGE_SAMPLE:
+        if not self.edge_cost() or self.left() < self.edge_cost():
             return False
         X, prior, lik, _ = pool.weighted()
         n = pool.stages[-1][2]  # the last round's points, stored last
         try:
-            probes = beyond_edge(self.correction.resampled(EDGE_SAMPLE, self.rng))
+            probes = beyond_edge(self.correction.resampled(EDGE_SAMPLE, self.rng),
+                                 EDGE_TAIL, steps=EDGE_STEPS)
         except (ValueError, np.linalg.LinAlgError):  # the sample is a point or two
             return False
         self._evaluate(probes)
