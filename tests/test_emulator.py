@@ -714,6 +714,27 @@ def test_a_budget_that_cannot_pay_the_check_past_the_edge_says_so(gauss_model, m
     assert np.isnan(_stat(idata, "past_edge")[-1])
 
 
+def test_a_budget_that_cannot_chase_mass_past_the_edge_says_so():
+    """Through ``pm.sample_smc`` on the banana ``B(0.1, 100)``: the checks past the
+    sample's edge find mass there twice; after the second the budget cannot pay another
+    design, and the run ends with a warning that names the mass past the edge (the draws
+    are returned), the stat ``past_edge`` above ``edge_weight``."""
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 30.0, shape=2)
+        pm.Potential("banana", pm.logp(pm.Normal.dist(0.0, 10.0), x[0]) + pm.logp(
+            pm.Normal.dist(0.1 * (x[0] ** 2 - 100.0), 1.0), x[1]))
+    with model, pytest.warns(RuntimeWarning, match="max_evals=3000 ended the correction.*"
+                             r"past its edge outweighs it by [0-9.]+ nats \(stat past_edge\)"):
+        idata = pm.sample_smc(400, kernel=KameleonSMC, emulator=True, max_evals=3000,
+                              chains=1, random_seed=1, progressbar=False,
+                              compute_convergence_checks=False)
+    past_edge = _stat(idata, "past_edge")
+    assert np.sum(np.diff(past_edge[np.isfinite(past_edge)]) != 0) >= 1  # two checks
+    assert _stat(idata, "emulator_phase")[-1] == 3 and _stat(idata, "budget_spent")[-1]
+    assert past_edge[-1] > EmulatorSettings().edge_weight
+    assert group_dataset(idata, "sample_stats").attrs["n_evals_total"] <= 3000
+
+
 def test_engine_completes_the_front_ends_settings():
     """Settings left at None take the engine's values in its own run; set ones stay."""
     rng = np.random.default_rng(0)

@@ -162,6 +162,10 @@ class EmulatorMode:
                           "weights are unreliable, the draws and the evidence may be wrong"
                           if not khat <= run.settings.max_khat else "")
             unreliable += "; the check for mass past its edge did not run" if unchecked else ""
+            if run.past_edge > run.settings.edge_weight:  # flagged, no budget to act on it
+                unreliable += (f"; a point just past its edge outweighs it by "
+                               f"{run.past_edge:.1f} nats (stat past_edge): the draws "
+                               "likely miss mass there, as on a curved ridge's arms")
             warnings.warn(
                 f"KameleonSMC(emulator=...): the evaluation budget max_evals="
                 f"{k.evaluations.max_evals} ended the correction after "
