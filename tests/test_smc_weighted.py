@@ -21,7 +21,7 @@ from scipy.special import logsumexp
 from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat import smc_stat_per_chain as per_chain
-from pymc_kameleon.smc.weighted import write_weighted
+from pymc_kameleon.smc.weighted import combine_weighted, write_weighted
 
 COV = np.array([[1.0, 0.6], [0.6, 2.0]])
 MEAN = np.array([1.0, -2.0])
@@ -47,6 +47,17 @@ def _sample(model, path, chains=2, cores=1, **kwargs):
         return pm.sample_smc(300, kernel=KameleonSMC, chains=chains, cores=cores,
                              random_seed=11, progressbar=False, weights_path=path,
                              compute_convergence_checks=False, **kwargs)
+
+
+def _same_as_file(idata, f) -> None:
+    """The result's group ``weighted_sample`` holds the file's arrays, the raveled points'
+    columns labelled by the value variables."""
+    group = group_dataset(idata, "weighted_sample")
+    for key in f.files:
+        if key not in ("value_names", "value_sizes"):
+            np.testing.assert_array_equal(group[key].values, f[key], err_msg=key)
+    assert list(group["value"].values) == ["x[0]", "x[1]", "s_log__"]
+    assert group["x_x"].dims == ("row", "x_dim_0") and group["design_x"].dims[0] == "design_row"
 
 
 def _check_rows(model, f, prefix: str, n: int = 40) -> None:
@@ -103,6 +114,7 @@ def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeyp
     if broken:
         return
     assert set(np.unique(f["design_chain"])) == {0, 1}
+    _same_as_file(idata, f)  # also from PyMC's chain processes (cores=2)
     _check_rows(model, f, "")
     _check_rows(model, f, "design_")
     # every stat of every stage one Python type, never a bool: netCDF saves such object
@@ -132,6 +144,30 @@ def test_weights_path_keeps_the_recycled_pool(model, tmp_path, kwargs):
     assert np.all(f["chain"] == 0) and f["design_x"].shape == (0, 3)
     assert f["design_x_x"].shape == (0, 2) and f["design_x_s"].shape == (0,)
     _check_rows(model, f, "", n=20)
+    _same_as_file(idata, f)
+
+
+def test_weighted_sample_group_is_its_own_runs(model):
+    """Without ``weights_path`` the result still holds the group ``weighted_sample``; a
+    run whose draws are the stages' own particles has none, and neither has the next run
+    (here PyMC's own kernel) after a run that returned no InferenceData: its weighted
+    sample is not that run's."""
+    idata = _sample(model, None, chains=1, recycle=300)
+    group = group_dataset(idata, "weighted_sample")
+    assert np.isin(group_dataset(idata, "posterior")["s"].values[0], group["x_s"].values).all()
+    assert "weighted_sample" not in _groups(_sample(model, None, chains=1))
+    _sample(model, None, chains=1, recycle=300, return_inferencedata=False)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample_smc(100, chains=1, random_seed=1, progressbar=False,
+                              compute_convergence_checks=False)
+    assert "weighted_sample" not in _groups(idata)
+
+
+def _groups(idata) -> list[str]:
+    """The result's groups (an InferenceData's, or a DataTree's children)."""
+    return list(idata.groups()) if callable(getattr(idata, "groups", None)) else list(
+        idata.children)
 
 
 def test_weights_path_bad_input(model, tmp_path):
@@ -149,9 +185,9 @@ def test_weights_path_bad_input(model, tmp_path):
               "value_sizes": np.array([1]), "design_x": np.zeros((0, 1)),
               "design_log_prior": np.zeros(0), "design_log_likelihood": np.zeros(0)}
     with pytest.warns(RuntimeWarning, match="could not be written"):
-        write_weighted(str(tmp_path), [(0, arrays)])  # a folder, not a file
-    write_weighted(str(tmp_path / "ok.npz"), [(0, arrays), (1, None)])
+        write_weighted(str(tmp_path), combine_weighted([(0, arrays)]))  # a folder, not a file
+    write_weighted(str(tmp_path / "ok.npz"), combine_weighted([(0, arrays), (1, None)]))
     assert np.load(tmp_path / "ok.npz")["chain"].tolist() == [0]
     with pytest.warns(RuntimeWarning, match="nothing was written"):
-        write_weighted(str(tmp_path / "none.npz"), [(0, None), (1, None)])
+        write_weighted(str(tmp_path / "none.npz"), combine_weighted([(0, None), (1, None)]))
     assert not (tmp_path / "none.npz").exists()

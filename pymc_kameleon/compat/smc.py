@@ -25,10 +25,16 @@ Two more things rely on how PyMC runs SMC:
 * :data:`PYMC_SAMPLING_TIME`: ``pm.sample_smc`` writes its sampling time into the first
   chain's ``sample_settings()`` once every chain is done (``_save_sample_stats``): the
   moment a run's summary can be logged, after the progress bar is gone.
+* :func:`attach_result_group`: right after that, ``_save_sample_stats`` builds the result
+  with ``to_inference_data``, imported by name into ``pymc.smc.sampling``, and keeps every
+  group of it but ``sample_stats`` (``InferenceData(**idata, sample_stats=...)`` in PyMC 5,
+  ``DataTree.from_dict`` in PyMC 6): a group added there reaches the user.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import multiprocessing
 import re
 import time
@@ -42,8 +48,8 @@ from rich.progress import ProgressColumn
 from rich.table import Column
 from rich.text import Text
 
-__all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "set_chain_clock",
-           "worker_chain"]
+__all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "attach_result_group",
+           "set_chain_clock", "worker_chain"]
 
 #: The key of the first chain's settings under which ``pm.sample_smc`` stores its sampling
 #: time, after the last chain (PyMC 5.28 and 6.x).
@@ -85,6 +91,35 @@ class SeamedSMCKernel(SMC_KERNEL):
                       for i in range(self.draws)]
         self.tempered_posterior = np.array(floatX(population))
         self.prior_logp, self.likelihood_logp = self.evaluate_start(self.tempered_posterior)
+
+
+def attach_result_group(name: str, take: Callable[[object], object]) -> None:
+    """Make ``pm.sample_smc``'s result carry the group ``name``: ``take(trace)`` (an
+    :class:`xarray.Dataset`, or ``None`` for no group; ``trace`` PyMC's ``MultiTrace`` of
+    the run) when the result is built.  Done once; a failure is logged, never raised (the
+    run's draws are not lost)."""
+    import pymc.smc.sampling as sampling
+
+    convert = sampling.to_inference_data
+    if name in getattr(convert, "_attached_groups", ()):
+        return
+
+    @functools.wraps(convert)
+    def to_inference_data(trace=None, *args, **kwargs):
+        idata = convert(trace, *args, **kwargs)
+        try:
+            group = take(trace) if trace is not None else None
+            if group is not None and hasattr(idata, "add_groups"):  # ArviZ 0.x
+                idata.add_groups({name: group})
+            elif group is not None:  # an xarray DataTree (ArviZ 1)
+                idata[name] = group
+        except (KeyError, TypeError, ValueError, AttributeError):
+            logging.getLogger(__name__).warning("the group %r was not added", name,
+                                                exc_info=True)
+        return idata
+
+    to_inference_data._attached_groups = (*getattr(convert, "_attached_groups", ()), name)
+    sampling.to_inference_data = to_inference_data
 
 
 # ----------------------------------------------------------------------------- progress bar

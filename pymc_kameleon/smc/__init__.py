@@ -22,12 +22,17 @@ References
   Metropolis-Hastings. ICML.
 """
 
+from ..compat.smc import attach_result_group
 from ..particles.proposal import MixtureMove, StageProposal
 from ..particles.rules import Decorrelated, Levelled, Refreshed, StageRules, StepRecord
 from .evaluation import vectorised_logp
 from .kernel import KameleonSMC
 from .options import SMCOptions
 from .prior import check_proper_priors
+from .weighted import take_pending
+
+# pm.sample_smc's result gets the chains' weighted samples (group "weighted_sample")
+attach_result_group("weighted_sample", take_pending)
 
 __all__ = ["Decorrelated", "KameleonSMC", "Levelled", "MixtureMove", "Refreshed", "SMCOptions",
            "StageProposal", "StageRules", "StepRecord", "check_proper_priors",

@@ -45,6 +45,7 @@ from .prior import (
     value_transforms,
 )
 from .report import STATS, ChainReport, stage_stats, warn_final_stage
+from .weighted import PENDING
 
 __all__ = ["KameleonSMC"]
 
@@ -99,7 +100,8 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         With ``emulator`` or ``recycle``: write every chain's weighted sample (points,
         their true log prior and likelihood, importance weights) and the emulator's
         design points to this ``.npz`` file once the run is done
-        (:mod:`pymc_kameleon.smc.weighted` lists its arrays).
+        (:mod:`pymc_kameleon.smc.weighted` lists its arrays).  The result holds the same
+        as its group ``weighted_sample`` with or without it.
     on_error : {"raise", "reject"}, default "raise"
         An exception of the log density: a :class:`~pymc_kameleon.LogDensityError` naming
         the point in the model's variables, or zero density counted in the stat ``n_errors``
@@ -145,6 +147,7 @@ class KameleonSMC(ChainReport, SeamedSMCKernel):
         self.rules = StageRules.from_options(options) if rules is None else rules
         self.move = MixtureMove() if move is None else move
         self._run = uuid.uuid4().hex  # travels with the kernel to every chain (RunSettings)
+        PENDING.clear()  # a weighted sample no result took is no other run's (weighted.py)
         model = modelcontext(kwargs.get("model"))
         self._transforms, self._ordered = value_transforms(model), sortable_ordered(model)
         self._point = ModelPoint(model, [(v.name, *self.var_info[v.name]) for v in self.variables])

@@ -12,7 +12,7 @@ from ..compat.smc import ChainColumn, worker_chain
 from ..particles.mutation import StageResult
 from ..run_settings import RunSettings
 from .progress import ChainCell, ProgressBoard
-from .weighted import chain_weighted, write_weighted
+from .weighted import PENDING, chain_weighted, combine_weighted, write_weighted
 
 __all__ = ["STATS", "finish_run", "log_summary", "progressbar_config", "progressbar_update",
            "settings", "stage_stats", "warn_final_stage"]
@@ -113,12 +113,15 @@ def log_summary(members, seconds: float) -> None:
 
 
 def finish_run(members, seconds: float) -> None:
-    """Once every chain is done: the run's summary, and the chains' weighted samples
-    written where ``weights_path`` says (:mod:`~pymc_kameleon.smc.weighted`)."""
+    """Once every chain is done: the run's summary, and the chains' weighted samples kept
+    for PyMC's result and written where ``weights_path`` says
+    (:mod:`~pymc_kameleon.smc.weighted`)."""
     log_summary(members, seconds)
-    kept = [m for m in members if m.payload is not None]  # every chain's, or none
-    if kept:
-        write_weighted(kept[0].payload[0], [(m.chain, m.payload[1]) for m in kept])
+    out = combine_weighted([(m.chain, m.payload) for m in members])
+    PENDING[:] = [] if out is None else [out]  # for PyMC's result (compat.smc)
+    path = members[0].get("weights_path") if members else None
+    if path:
+        write_weighted(path, out)
 
 
 def settings(kernel) -> dict:
@@ -186,9 +189,7 @@ class ChainReport:
         chain = worker_chain()
         if chain is None:
             chain, self._chains_ended = self._chains_ended, self._chains_ended + 1
-        path = self.options.weights_path
-        payload = None if path is None else (path, chain_weighted(self))
         return RunSettings(self._run, self.evaluations.total, settings(self),
                            chain_draws=len(self.tempered_posterior),
                            chain_worth=self.worth, on_sampled=finish_run, chain=chain,
-                           payload=payload)
+                           payload=chain_weighted(self))

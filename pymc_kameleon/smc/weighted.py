@@ -1,16 +1,16 @@
-"""The weighted sample behind a chain's draws, kept for the user (``weights_path=``).
+"""The weighted sample behind a chain's draws, kept for the user.
 
 Where KameleonSMC resamples its draws from an importance sample (the emulator's
 correction, the recycled stages of ``recycle=`` or of the emulator's fallback), the
-returned draws are equally weighted and the weights are gone.  With ``weights_path`` every
-chain hands its weighted sample, and the design's evaluations of the emulator, to its
-settings (:class:`~pymc_kameleon.run_settings.RunSettings`, which come back from PyMC's
-chain processes), and the run writes one ``.npz`` file once every chain is done.  PyMC
-builds the InferenceData itself, per stage, and keeps only the first chain's settings, so
-a sample of variable size has no place there (``docs/emulator.md``, "The weighted
-sample").
+returned draws are equally weighted.  Every chain hands its weighted sample, and the
+design's evaluations of the emulator, to its settings
+(:class:`~pymc_kameleon.run_settings.RunSettings`, which come back from PyMC's chain
+processes).  Once every chain is done the run keeps them for PyMC's result, which gets the
+group ``weighted_sample`` (:func:`weighted_dataset`, added by
+:func:`pymc_kameleon.compat.smc.attach_weighted_sample`), and with ``weights_path`` writes
+them to one ``.npz`` file too (``docs/emulator.md``, "The weighted sample").
 
-The file's arrays, ``n`` rows of the weighted samples of all chains, then ``m`` rows of
+The arrays, ``n`` rows of the weighted samples of all chains, then ``m`` rows of
 evaluated points outside them (the emulator's design):
 
 ``chain``, ``log_prior``, ``log_likelihood``, ``log_weight`` (n,)
@@ -34,8 +34,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
-__all__ = ["check_weights_path", "chain_weighted", "write_weighted"]
+__all__ = ["PENDING", "chain_weighted", "check_weights_path", "combine_weighted",
+           "take_pending", "weighted_dataset", "write_weighted"]
+
+#: The last run's weighted sample in this process, from the end of its chains until PyMC
+#: builds its result (emptied when a KameleonSMC run starts: a run without InferenceData
+#: leaves it to no other run).
+PENDING: list[dict] = []
 
 
 def check_weights_path(path) -> str | None:
@@ -86,15 +93,12 @@ def chain_weighted(kernel) -> dict | None:
     return out
 
 
-def write_weighted(path: str, chains: list[tuple[int, dict | None]]) -> None:
-    """Write the chains' weighted samples (``(chain, arrays)``, in any order) to ``path``;
-    a failure to write is a warning, never the run's end (its draws are not lost)."""
+def combine_weighted(chains: list[tuple[int, dict | None]]) -> dict | None:
+    """The chains' weighted samples (``(chain, arrays)``, in any order) as one set of
+    arrays, with the columns ``chain`` and ``design_chain``; ``None`` where no chain has one."""
     kept = sorted(((c, a) for c, a in chains if a is not None), key=lambda ca: ca[0])
-    if not kept:  # never left silently: an older file of that name would pass for this run's
-        warnings.warn(f"KameleonSMC(weights_path={path!r}): no chain's draws were resampled "
-                      "from a weighted sample; nothing was written.", RuntimeWarning,
-                      stacklevel=2)
-        return
+    if not kept:
+        return None
     first = kept[0][1]
     out = {k: first[k] for k in ("value_names", "value_sizes")}
     for prefix in ("", "design_"):
@@ -103,6 +107,62 @@ def write_weighted(path: str, chains: list[tuple[int, dict | None]]) -> None:
         for k in first:
             if k not in out and k.startswith(prefix) and (prefix or k[:7] != "design_"):
                 out[k] = np.concatenate([a[k] for _, a in kept])
+    return out
+
+
+def weighted_dataset(out: dict) -> xr.Dataset:
+    """The arrays of :func:`combine_weighted` as a Dataset: dimension ``row`` (the weighted
+    sample) and ``design_row``; the raveled points along ``value``, labelled by the value
+    variables' names (``x[0]``, ``sigma_log__``), the model's variables along PyMC's own
+    dimension names (``x_dim_0``)."""
+    columns = zip(out["value_names"], out["value_sizes"], strict=True)
+    labels = [f"{name}[{i}]" if size > 1 else str(name)
+              for name, size in columns for i in range(size)]
+    data = {}
+    for key, value in out.items():
+        if key in ("value_names", "value_sizes"):
+            continue
+        row = "design_row" if key.startswith("design_") else "row"
+        base = key.removeprefix("design_")
+        dims = ((row, "value") if base == "x" else
+                (row, *(f"{base[2:]}_dim_{i}" for i in range(value.ndim - 1)))
+                if base.startswith("x_") else (row,))
+        data[key] = (dims, value)
+    return xr.Dataset(data, coords={"value": labels})
+
+
+def take_pending(trace) -> xr.Dataset | None:
+    """The pending weighted sample as a Dataset, emptying the slot; ``None`` where there is
+    none or it is not ``trace``'s (a PyMC ``MultiTrace``): each chain's first draw must be
+    one of that chain's rows (its draws are resampled from them)."""
+    out = PENDING.pop() if PENDING else None
+    PENDING.clear()
+    if out is None or not _draws_from(out, trace):
+        return None
+    return weighted_dataset(out)
+
+
+def _draws_from(out: dict, trace) -> bool:
+    """Whether each chain of ``trace`` starts with a draw among its rows of ``out``."""
+    names = [k[2:] for k in out if k.startswith("x_") and k[2:] in trace.varnames]
+    if not names or sorted(np.unique(out["chain"])) != list(range(trace.nchains)):
+        return False
+    for c in range(trace.nchains):
+        rows = out[f"x_{names[0]}"][out["chain"] == c].reshape(np.sum(out["chain"] == c), -1)
+        first = np.ravel(trace.get_values(names[0], chains=[c])[0])
+        if not np.any(np.all(np.isclose(rows, first, rtol=1e-5, atol=1e-8), axis=1)):
+            return False
+    return True
+
+
+def write_weighted(path: str, out: dict | None) -> None:
+    """Write the weighted samples of :func:`combine_weighted` to ``path``; a failure to
+    write is a warning, never the run's end (its draws are not lost)."""
+    if out is None:  # never left silently: an older file of that name would pass for this run's
+        warnings.warn(f"KameleonSMC(weights_path={path!r}): no chain's draws were resampled "
+                      "from a weighted sample; nothing was written.", RuntimeWarning,
+                      stacklevel=2)
+        return
     try:
         with open(path, "wb") as f:
             np.savez(f, **out)
