@@ -329,15 +329,20 @@ def run_steps(name: str, model: pm.Model, seed: int, args) -> dict:
             "ess_kind": f"ArviZ bulk, {args.step_chains} chains", "chain_means": X.mean(axis=1)}
 
 
+def last_stage(stats, name: str, chains: int) -> np.ndarray:
+    """Each chain's stat ``name`` at its last stage (NaN where the run has no such stat)."""
+    if name not in stats:
+        return np.full(chains, np.nan)
+    return np.array([c[-1] for c in per_chain(stats[name].values, chains)], dtype=float)
+
+
 def chain_evidence(stats, chains: int) -> tuple[np.ndarray, np.ndarray]:
     """Each chain's log evidence and Kish's ESS from its last stage: of the recycled
     importance sample where the chain has one (``recycle=``, or an emulator run that fell
     back), else of the emulator's correction (``emulator=``), else the stages' evidence
     and NaN (PyMC's own kernel).  Chains of one emulator run may differ: some fall back."""
     def last(name: str) -> np.ndarray:
-        if name not in stats:
-            return np.full(chains, np.nan)
-        return np.array([c[-1] for c in per_chain(stats[name].values, chains)], dtype=float)
+        return last_stage(stats, name, chains)
 
     log_z, kish = last("log_marginal_likelihood"), last("kish_ess")
     recycled = last("log_evidence_recycled")
@@ -367,7 +372,11 @@ def run_smc(name: str, model: pm.Model, ref: Reference, seed: int, args) -> dict
             "draws": flat, "log_z": float(np.mean(log_z)), "evals": counter.count / args.chains,
             "ess_kind": f"spread of {args.chains} chains (Kish {kish:.0f})", "per_chain": True,
             "chain_means": X.mean(axis=1), "kish": float(kish),
-            "kish_chains": np.atleast_1d(kish_chains).tolist()}
+            "kish_chains": np.atleast_1d(kish_chains).tolist(),
+            # the emulator's last check past the sample's edge and whether the budget
+            # ended it, per chain (NaN where the chain has none)
+            **{f"{stat}_chains": last_stage(stats, stat, args.chains).tolist()
+               for stat in ("past_edge", "budget_spent")}}
 
 
 def summarise(r: dict, ref: Reference) -> dict:
@@ -381,6 +390,7 @@ def summarise(r: dict, ref: Reference) -> dict:
         "sd_ratio": (float(np.min(r["sd"] / ref.sd)), float(np.max(r["sd"] / ref.sd))),
         "log_z": float(r["log_z"]), "log_z_err": float(r["log_z"] - ref.log_z),
         "wall": r["wall"],
+        **{k: v for k, v in r.items() if k.endswith("_chains")},  # per chain, as recorded
     }
 
 
