@@ -75,8 +75,8 @@ class EmulatorSettings:
         correction, as for ``max_restarts``).  Along a curved ridge the proposals end
         short of its arms while Pareto's k-hat and Kish's ESS look sound
         (``docs/benchmarks/emulator.md``, "emulator-past-edge"; inf: no such batch).
-        Under a budget the correction keeps those 80 evaluations where the budget leaves
-        one evaluation per draw beside them.
+        Not where the budget ends the correction first, nor where fewer than 80
+        evaluations are left: a warning then says that it did not run.
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
