@@ -99,7 +99,6 @@ class RecycledPool:
         self._weighted = out
         return out
 
-
     def stage_log_density(self, Y: np.ndarray, stage: int = -1) -> np.ndarray:
         """The log density of stage ``stage``'s proposal at rows ``Y``, in the model's
         coordinates (its mixture's in the whitened ones, less the whitening's log

@@ -7,7 +7,7 @@ design's evaluations of the emulator, to its settings
 (:class:`~pymc_kameleon.run_settings.RunSettings`, which come back from PyMC's chain
 processes).  Once every chain is done the run keeps them for PyMC's result, which gets the
 group ``weighted_sample`` (:func:`weighted_dataset`, added by
-:func:`pymc_kameleon.compat.smc.attach_weighted_sample`), and with ``weights_path`` writes
+:func:`pymc_kameleon.compat.smc.attach_result_group`), and with ``weights_path`` writes
 them to one ``.npz`` file too (``docs/emulator.md``, "The weighted sample").
 
 The arrays, ``n`` rows of the weighted samples of all chains, then ``m`` rows of
