@@ -178,8 +178,10 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
     name = truth.get("var", "x")
     x = post[name].values if name in post else None  # (chain, draw, d)
     rhat = az.rhat(post)
-    lml = np.array([c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, chains)])
-    steps_per_stage = per_chain(stats["mh_steps"].values, chains)
+    stages = stats.attrs.get("chain_stages")  # KameleonSMC's chains of unequal length
+    lml = np.array([c[-1] for c in per_chain(stats["log_marginal_likelihood"].values, chains,
+                                             stages)])
+    steps_per_stage = per_chain(stats["mh_steps"].values, chains, stages)
     steps = np.array([c.sum() for c in steps_per_stage])
     acc_name = next(n for n in ("accept_rate", "mean_accept_rate") if n in stats)
     row = {
@@ -194,11 +196,12 @@ def run_one(target: str, kernel: str, draws: int, chains: int, seed: int,
         "stages": float(np.mean([len(c) for c in steps_per_stage])),
         # first chain, per stage: MH steps and mean acceptance (where they are spent)
         "steps_chain0": steps_per_stage[0].astype(int).tolist(),
-        "accept_chain0": np.round(per_chain(stats[acc_name].values, chains)[0], 2).tolist(),
+        "accept_chain0": np.round(per_chain(stats[acc_name].values, chains, stages)[0],
+                                  2).tolist(),
     }
     if "accept_independent" in stats:
         row["accept_independent_chain0"] = np.round(
-            per_chain(stats["accept_independent"].values, chains)[0], 2).tolist()
+            per_chain(stats["accept_independent"].values, chains, stages)[0], 2).tolist()
     if "mean" in truth:
         row["mean_err"] = float(np.mean(np.abs(x.mean(1) - truth["mean"]) / truth["sd"]))
         row["sd_err"] = float(np.mean(np.abs(x.std(1) / truth["sd"] - 1)))

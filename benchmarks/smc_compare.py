@@ -333,7 +333,8 @@ def last_stage(stats, name: str, chains: int) -> np.ndarray:
     """Each chain's stat ``name`` at its last stage (NaN where the run has no such stat)."""
     if name not in stats:
         return np.full(chains, np.nan)
-    return np.array([c[-1] for c in per_chain(stats[name].values, chains)], dtype=float)
+    stages = getattr(stats, "attrs", {}).get("chain_stages")  # where the chains' lengths differ
+    return np.array([c[-1] for c in per_chain(stats[name].values, chains, stages)], dtype=float)
 
 
 def chain_evidence(stats, chains: int) -> tuple[np.ndarray, np.ndarray]:

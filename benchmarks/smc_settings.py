@@ -51,16 +51,18 @@ def run(model_name: str, draws: int, chains: int, seed: int, settings: dict) -> 
     wall = time.perf_counter() - start
     stats = group_dataset(idata, "sample_stats")
 
+    stages = stats.attrs.get("chain_stages")  # where the chains' stage counts differ
+
     def last(name):
-        return np.array([c[-1] for c in per_chain(stats[name].values, chains)])
+        return np.array([c[-1] for c in per_chain(stats[name].values, chains, stages)])
 
     z = (stack_posterior(group_dataset(idata, "posterior"), names) - ref.mean) / ref.sd
-    evals = np.array([c.sum() for c in per_chain(stats["n_evals"].values, chains)])
+    evals = np.array([c.sum() for c in per_chain(stats["n_evals"].values, chains, stages)])
     ess = 1.0 / z.mean(axis=1).var(axis=0, ddof=1)  # per chain and scalar
     return {
         "model": model_name, "settings": settings, "seed": seed, "draws": draws,
         "chains": chains, "evals": float(evals.mean()),
-        "stages": float(np.mean([len(c) for c in per_chain(stats["beta"].values, chains)])),
+        "stages": float(np.mean([len(c) for c in per_chain(stats["beta"].values, chains, stages)])),
         "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
         "mean_err": float(np.abs(z.mean(axis=(0, 1))).max()),
         "sd_ratio": (float(z.std(axis=(0, 1)).min()), float(z.std(axis=(0, 1)).max())),

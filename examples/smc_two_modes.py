@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                          compute_convergence_checks=False)
     x_smc = np.asarray(smc.posterior["x"]).reshape(args.chains, -1)
     x_mcmc = np.asarray(mcmc.posterior["x"]).reshape(args.chains, -1)
-    # per chain, the last stage's value (PyMC 5: a list per chain; PyMC 6: NaN-padded)
+    # per chain, its last stage's value (earlier stages, and stages past its end, are NaN)
     log_z = [float(a[np.isfinite(a)][-1]) for a in (
         np.asarray(v, dtype=float).ravel()
         for v in np.asarray(smc.sample_stats["log_marginal_likelihood"]))]

@@ -554,8 +554,9 @@ def gauss_model():
 
 
 def _stat(idata, name):
-    return per_chain(group_dataset(idata, "sample_stats")[name].values,
-                     group_dataset(idata, "posterior").sizes["chain"])[0]
+    stats = group_dataset(idata, "sample_stats")
+    return per_chain(stats[name].values, group_dataset(idata, "posterior").sizes["chain"],
+                     stats.attrs.get("chain_stages"))[0]
 
 
 def test_emulator_mode_through_pm_sample_smc(gauss_model):
@@ -644,7 +645,8 @@ def test_fallback_returns_draws_recycled_from_its_stages(gauss_model, monkeypatc
     x = group_dataset(idata, "posterior")["x"].values
     stats_ = group_dataset(idata, "sample_stats")
     last = {name: np.array([np.asarray(c, dtype=float)[-1]
-                            for c in per_chain(stats_[name].values, 8)])
+                            for c in per_chain(stats_[name].values, 8,
+                                              stats_.attrs.get("chain_stages"))])
             for name in ("recycled_ess", "log_evidence_recycled", "emulator_phase")}
     assert np.all(last["emulator_phase"] == 4) and x.shape == (8, 300, 2)
     exact = float(stats.multivariate_normal(np.zeros(2), COV + 100.0 * np.eye(2)).logpdf(MEAN))

@@ -22,6 +22,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+import xarray as xr
 from pytensor.compile.ops import as_op
 from scipy import stats
 from scipy.spatial.distance import pdist
@@ -58,8 +59,9 @@ def _smc(model, kernel=KameleonSMC, *, draws=300, chains=2, seed=1, **kwargs):
 
 def _stat_per_chain(idata, name):
     """A per-stage stat as one list per chain (stage counts differ between chains)."""
-    return per_chain(group_dataset(idata, "sample_stats")[name].values,
-                     group_dataset(idata, "posterior").sizes["chain"])
+    stats = group_dataset(idata, "sample_stats")
+    return per_chain(stats[name].values, group_dataset(idata, "posterior").sizes["chain"],
+                     stats.attrs.get("chain_stages"))
 
 
 # ------------------------------------------------------------------ batched numerics
@@ -413,6 +415,34 @@ def test_inference_data_and_stats(run):
     betas = _stat_per_chain(run, "beta")
     assert all(c[-1] == 1.0 and np.all(np.diff(c) > 0) for c in betas)
     assert all(np.all(c >= 1) for c in _stat_per_chain(run, "n_steps"))
+
+
+def test_chains_of_different_lengths_save_to_netcdf(curved, tmp_path):
+    """Where the chains ran different numbers of stages PyMC stores each stat as an object
+    array of lists, which netCDF cannot save (pymc-devs/pymc#5263).  KameleonSMC's stats
+    are then floats, NaN past each chain's last stage, each chain's number of stages in
+    the attribute ``chain_stages`` (``smc_stat_per_chain`` drops the padding; the
+    evaluations add up to ``n_evals_total``), and the result saves and reads back."""
+    for seed in range(1, 9):  # the first seed whose chains' stage counts differ
+        idata = _smc(curved, draws=200, chains=2, seed=seed)
+        stats = group_dataset(idata, "sample_stats")
+        if "chain_stages" in stats.attrs:
+            break
+    else:
+        pytest.fail("no seed of eight ran chains of different lengths")
+    stages = np.asarray(stats.attrs["chain_stages"])
+    beta = stats["beta"].values
+    assert beta.dtype == float and beta.shape == (2, stages.max()) > (2, stages.min())
+    for c, n in enumerate(stages):
+        assert beta[c, n - 1] == 1.0 and np.all(np.diff(beta[c, :n]) > 0)
+        assert np.all(np.isnan(beta[c, n:]))
+    assert [len(c) for c in _stat_per_chain(idata, "n_evals")] == list(stages)
+    assert np.nansum(stats["n_evals"].values) == stats.attrs["n_evals_total"]
+    idata.to_netcdf(str(tmp_path / "run.nc"))
+    with xr.open_dataset(tmp_path / "run.nc", group="sample_stats") as back:
+        for name in stats.data_vars:
+            np.testing.assert_array_equal(back[name].values, stats[name].values)
+        np.testing.assert_array_equal(back.attrs["chain_stages"], stages)
 
 
 def test_seeds_reproducible_and_chains_differ(curved, run):

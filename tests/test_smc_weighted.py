@@ -92,8 +92,9 @@ def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeyp
         "correction_size": 600, "edge_weight": np.inf if broken else 0.0})
     f = np.load(path)
     assert list(f["value_names"]) == ["x", "s_log__"] and list(f["value_sizes"]) == [2, 1]
-    evidence = [c[-1] for c in per_chain(
-        group_dataset(idata, "sample_stats")["log_marginal_likelihood"].values, 2)]
+    ss = group_dataset(idata, "sample_stats")
+    evidence = [c[-1] for c in per_chain(ss["log_marginal_likelihood"].values, 2,
+                                         ss.attrs.get("chain_stages"))]
     post = group_dataset(idata, "posterior")
     ok = []
     for c in range(2):

@@ -248,7 +248,8 @@ def run_one(spec: ModelSpec, sampler: str, reference: Reference, tune: int, draw
             result.emulator_warned = emulator_warned(stats)
         if sampler_spec.smc:  # per stage; ragged when the chains ran different numbers
             result.accept = float(np.mean(np.concatenate(
-                per_chain(stats["accept_rate"].values, chains))))
+                per_chain(stats["accept_rate"].values, chains,
+                          stats.attrs.get("chain_stages")))))
         if sampler_spec.gradient:
             result.divergences = int(np.asarray(stats["diverging"].values).sum())
             result.nuts_steps = int(np.asarray(stats["n_steps"].values).sum())

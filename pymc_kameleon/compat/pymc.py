@@ -120,11 +120,13 @@ class StepHooks:
 
 
 # ----------------------------------------------------------------------------- SMC stats
-def smc_stat_per_chain(values, chains: int) -> list:
+def smc_stat_per_chain(values, chains: int, stages=None) -> list:
     """A per-stage stat of ``pm.sample_smc`` as one float array per chain.
 
     PyMC stores it as a numeric or an object array (chains with different numbers of
-    stages) and, on PyMC 6 with one chain, with the stages on the chain axis.
+    stages) and, on PyMC 6 with one chain, with the stages on the chain axis.  KameleonSMC
+    pads the chains with NaN to the longest where they ran different numbers of stages,
+    each chain's number in the attribute ``chain_stages``.
 
     Parameters
     ----------
@@ -132,6 +134,9 @@ def smc_stat_per_chain(values, chains: int) -> list:
         ``idata.sample_stats[name].values``.
     chains : int
         The run's number of chains.
+    stages : sequence of int, optional
+        Each chain's number of stages (``idata.sample_stats.attrs.get("chain_stages")``):
+        the padding past it is dropped.
 
     Returns
     -------
@@ -142,4 +147,7 @@ def smc_stat_per_chain(values, chains: int) -> list:
     if chains == 1:
         return [np.asarray(np.ravel(values), dtype=float)]
     rows = np.asarray(values, dtype=object).reshape(chains, -1)
-    return [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
+    out = [np.concatenate([np.ravel(np.asarray(e, dtype=float)) for e in row]) for row in rows]
+    if stages is not None:
+        out = [row[:int(n)] for row, n in zip(out, np.ravel(stages), strict=True)]
+    return out

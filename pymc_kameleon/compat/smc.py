@@ -29,6 +29,8 @@ Two more things rely on how PyMC runs SMC:
   with ``to_inference_data``, imported by name into ``pymc.smc.sampling``, and keeps every
   group of it but ``sample_stats`` (``InferenceData(**idata, sample_stats=...)`` in PyMC 5,
   ``DataTree.from_dict`` in PyMC 6): a group added there reaches the user.
+* :func:`rectangular_stats`: it builds ``sample_stats`` with ``dict_to_dataset``, also
+  imported by name, from each stat's per-chain lists.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from rich.table import Column
 from rich.text import Text
 
 __all__ = ["PYMC_SAMPLING_TIME", "ChainColumn", "SeamedSMCKernel", "attach_result_group",
-           "set_chain_clock", "worker_chain"]
+           "rectangular_stats", "set_chain_clock", "worker_chain"]
 
 #: The key of the first chain's settings under which ``pm.sample_smc`` stores its sampling
 #: time, after the last chain (PyMC 5.28 and 6.x).
@@ -120,6 +122,63 @@ def attach_result_group(name: str, take: Callable[[object], object]) -> None:
 
     to_inference_data._attached_groups = (*getattr(convert, "_attached_groups", ()), name)
     sampling.to_inference_data = to_inference_data
+
+
+
+def rectangular_stats(applies: Callable[[dict], bool]) -> None:
+    """Make ``pm.sample_smc``'s ``sample_stats`` rectangular where the chains ran different
+    numbers of stages and ``applies(attrs)`` (the run's settings): PyMC then stores each
+    stat as an object array of the chains' lists, which netCDF cannot save
+    (pymc-devs/pymc#5263); each chain's values become floats, NaN past its last stage,
+    and the attribute ``chain_stages`` holds each chain's number of stages.
+    ``_save_sample_stats`` builds the group with ``dict_to_dataset``, imported by name
+    into ``pymc.smc.sampling`` (PyMC 5.28 and 6.x).  Done once."""
+    import pymc.smc.sampling as sampling
+
+    convert = sampling.dict_to_dataset
+    if getattr(convert, "_rectangular", False):
+        return
+
+    @functools.wraps(convert)
+    def dict_to_dataset(data, *args, attrs=None, **kwargs):
+        if isinstance(data, dict) and attrs is not None and applies(attrs):
+            padded = {name: _padded(value) for name, value in data.items()}
+            stages = [_lengths(value) for value in data.values()]
+            stages = next((n for n in stages if n is not None), None)
+            if stages is not None:  # each chain's stages, for smc_stat_per_chain
+                data, attrs = padded, {**attrs, "chain_stages": np.array(stages)}
+        return convert(data, *args, attrs=attrs, **kwargs)
+
+    dict_to_dataset._rectangular = True
+    sampling.dict_to_dataset = dict_to_dataset
+
+
+def _lengths(value) -> list[int] | None:
+    """The lengths of an object array's per-chain sequences where they differ, else None."""
+    if not (isinstance(value, np.ndarray) and value.dtype == object and value.ndim == 1):
+        return None
+    try:
+        lengths = [len(v) for v in value]
+    except TypeError:
+        return None
+    return lengths if len(set(lengths)) > 1 else None
+
+
+def _padded(value):
+    """An object array of the chains' sequences of unequal length as floats, NaN past each
+    chain's end; anything else as it is."""
+    if _lengths(value) is None:
+        return value
+    try:
+        rows = [np.asarray(v, dtype=float) for v in value]
+    except (TypeError, ValueError):
+        return value
+    if any(row.ndim != 1 for row in rows):
+        return value
+    out = np.full((len(rows), max(len(row) for row in rows)), np.nan)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
 
 
 # ----------------------------------------------------------------------------- progress bar

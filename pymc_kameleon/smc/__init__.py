@@ -22,7 +22,7 @@ References
   Metropolis-Hastings. ICML.
 """
 
-from ..compat.smc import attach_result_group
+from ..compat.smc import attach_result_group, rectangular_stats
 from ..particles.proposal import MixtureMove, StageProposal
 from ..particles.rules import Decorrelated, Levelled, Refreshed, StageRules, StepRecord
 from .evaluation import vectorised_logp
@@ -33,6 +33,8 @@ from .weighted import take_pending
 
 # pm.sample_smc's result gets the chains' weighted samples (group "weighted_sample")
 attach_result_group("weighted_sample", take_pending)
+# and stats that save to netCDF also where its chains ran different numbers of stages
+rectangular_stats(lambda attrs: "n_evals_total" in attrs)  # KameleonSMC's settings
 
 __all__ = ["Decorrelated", "KameleonSMC", "Levelled", "MixtureMove", "Refreshed", "SMCOptions",
            "StageProposal", "StageRules", "StepRecord", "check_proper_priors",
