@@ -124,7 +124,6 @@ def attach_result_group(name: str, take: Callable[[object], object]) -> None:
     sampling.to_inference_data = to_inference_data
 
 
-
 def rectangular_stats(applies: Callable[[dict], bool]) -> None:
     """Make ``pm.sample_smc``'s ``sample_stats`` rectangular where the chains ran different
     numbers of stages and ``applies(attrs)`` (the run's settings): PyMC then stores each
