@@ -141,11 +141,10 @@ def rectangular_stats(applies: Callable[[dict], bool]) -> None:
     @functools.wraps(convert)
     def dict_to_dataset(data, *args, attrs=None, **kwargs):
         if isinstance(data, dict) and attrs is not None and applies(attrs):
-            padded = {name: _padded(value) for name, value in data.items()}
-            stages = [_lengths(value) for value in data.values()]
-            stages = next((n for n in stages if n is not None), None)
+            stages = next(filter(None, map(_lengths, data.values())), None)
             if stages is not None:  # each chain's stages, for smc_stat_per_chain
-                data, attrs = padded, {**attrs, "chain_stages": np.array(stages)}
+                data = {name: _padded(value) for name, value in data.items()}
+                attrs = {**attrs, "chain_stages": np.array(stages)}
         return convert(data, *args, attrs=attrs, **kwargs)
 
     dict_to_dataset._rectangular = True
