@@ -24,7 +24,7 @@ from pymc_kameleon import KameleonSMC
 from pymc_kameleon.compat import group_dataset
 from pymc_kameleon.compat import smc_stat_per_chain as per_chain
 from pymc_kameleon.emulator import EmulatorProblem, EmulatorRun, EmulatorSettings
-from pymc_kameleon.emulator.design import batch, beyond_edge
+from pymc_kameleon.emulator.design import batch, carry_on, edge_directions
 from pymc_kameleon.emulator.surrogate import LogDensityEmulator, Mode, mean_shape_df
 from pymc_kameleon.math.draw_worth import coordinate_worth
 from pymc_kameleon.math.gp import GaussianProcess, _neg_log_ml
@@ -111,11 +111,11 @@ def test_optimistic_design_reads_the_mean_plus_sd(gp):
     np.testing.assert_array_equal(batch(emulator, cand, 1, optimism=1.0)[0], cand[-1])
 
 
-def test_points_beyond_the_edge_carry_the_far_draws_on():
-    """``beyond_edge``: the 10 % of draws farthest from the sample's mean (whitened by its
-    covariance), each moved 0.5 and 1 whitened units away from the mean of its 20 nearest
-    draws; written out here with brute-force distances.  On an arc the far draws go on
-    along the arc, not out from the centre."""
+def test_edge_directions_carry_the_far_draws_on():
+    """``edge_directions``: the 10 % of draws farthest from the sample's mean (whitened by
+    its covariance), farthest first, and the unit direction from the mean of each one's 20
+    nearest draws to it; written out here with brute-force distances.  On an arc the far
+    draws go on along the arc, not out from the centre."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(300, 2)) @ np.array([[2.0, 0.0], [0.7, 0.5]])
     mean, cov = X.mean(0), np.cov(X, rowvar=False, ddof=0)
@@ -126,15 +126,45 @@ def test_points_beyond_the_edge_carry_the_far_draws_on():
     near = np.argsort(dist, axis=1)[:, 1:21]
     away = U[far] - U[near].mean(1)
     away /= np.linalg.norm(away, axis=1, keepdims=True)
-    expected = np.concatenate([U[far] + 0.5 * away, U[far] + away]) @ L.T + mean
-    np.testing.assert_allclose(beyond_edge(X), expected, rtol=1e-6, atol=1e-8)
+    whitening, starts, directions = edge_directions(X)
+    np.testing.assert_allclose(whitening.rows_to_x(starts), X[far], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(whitening.rows_to_x(starts + directions),
+                               (U[far] + away) @ L.T + mean, rtol=1e-6, atol=1e-8)
     # a quarter of the unit circle: both ends go on past it along its tangents, within
     # 0.01 of the circle (a step out from the sample's mean leaves it by 0.16)
     angle = np.linspace(0, np.pi / 2, 200)
     arc = np.column_stack([np.cos(angle), np.sin(angle)])
-    ends = beyond_edge(arc, tail=0.01, neighbours=5, steps=(1.0,))
+    whitening, starts, directions = edge_directions(arc, share=0.01, neighbours=5)
+    ends = whitening.rows_to_x(starts + directions)
     assert np.min(ends, axis=0) == pytest.approx([-0.12, -0.12], abs=0.02)
     np.testing.assert_allclose(np.linalg.norm(ends, axis=1), 1.0, atol=0.01)
+
+
+def test_carry_on_follows_the_heaviest_point_outward():
+    """``carry_on``: each step weighs one batch, the straight step first for every path,
+    and goes on from the heaviest of each path's points, in the direction of that step.
+    On a ring of log weight ``5 angle(u) - 100 (|u| - 5)^2`` (rising along it) a path
+    started on the ring stays within 0.6 of it, where straight steps leave it by 0.83."""
+    rng = np.random.default_rng(1)
+    batches = []
+
+    def ring(V):
+        return 5 * np.arctan2(V[:, 1], V[:, 0]) - 100 * (np.linalg.norm(V, axis=1) - 5) ** 2
+
+    start, away = np.array([[5.0, 0.0], [0.0, -5.0]]), np.array([[0.0, 1.0], [1.0, 0.0]])
+    carry_on(start, away, lambda V: batches.append(V.copy()) or ring(V), rng, steps=3,
+             tries=9, jitter=0.3)
+    assert [b.shape for b in batches] == [(18, 2)] * 3
+    position, direction = start, away
+    for b in batches:  # written out: the straight step first, then the kept point
+        rows = b.reshape(2, 9, 2)
+        np.testing.assert_allclose(rows[:, 0], position + direction)
+        best = rows[np.arange(2), np.argmax(ring(b).reshape(2, 9), axis=1)]
+        direction = (best - position) / np.linalg.norm(best - position, axis=1)[:, None]
+        position = best
+    assert np.all(np.abs(np.linalg.norm(position, axis=1) - 5) < 0.6)
+    straight = np.linalg.norm(start + 3 * away, axis=1)
+    assert np.all(np.abs(straight - 5) > 0.8)
 
 
 def test_student_mean_has_the_laplace_curvature_and_falls_slowly():
@@ -381,13 +411,16 @@ def test_correction_finds_a_mode_the_search_missed(monkeypatch, broken):
     sample's share of the small mode within 0.05 of 0.3 on at least four of eight seeds
     (a correction that never puts a point in the missed mode misses it still: about one
     run in four; a run that falls back returns no weights and counts as a miss).  Without
-    the climbs (the broken variant) fewer than four."""
+    the climbs (the broken variant; also without the check past the sample's edge, whose
+    paths can reach the other mode too) fewer than four."""
     if broken:
         monkeypatch.setattr(EmulatorRun, "_unseen_mode", lambda self: False)
     ok = []
     for seed in range(21, 29):
         rng = np.random.default_rng(seed)
-        run = EmulatorRun(_two_modes(rng), EmulatorSettings(search_starts=1), 1000, rng)
+        no_check = {"edge_weight": np.inf} if broken else {}
+        run = EmulatorRun(_two_modes(rng), EmulatorSettings(search_starts=1, **no_check),
+                          1000, rng)
         while run.phase not in ("done", "fallback"):
             run.step()
         assert len(run.emulator.modes) == 1  # the search found one mode
@@ -700,7 +733,7 @@ def test_a_budget_that_cannot_pay_the_check_past_the_edge_says_so(gauss_model, m
         idata = pm.sample_smc(300, kernel=KameleonSMC, emulator=settings, chains=1,
                               random_seed=5, progressbar=False,
                               compute_convergence_checks=False)
-    assert np.isfinite(_stat(idata, "past_edge")[-1])
+    assert not np.isnan(_stat(idata, "past_edge")[-1])
     assert not any("did not run" in str(w.message) for w in paid)
     monkeypatch.setattr(engine, "EDGE_SAMPLE", 10**7)
     with gauss_model, pytest.warns(RuntimeWarning, match="past the weighted sample's edge did "
@@ -734,7 +767,7 @@ def test_a_budget_that_cannot_chase_mass_past_the_edge_says_so():
                                   progressbar=False, compute_convergence_checks=False)
         return idata, " ".join(str(w.message) for w in said)
 
-    idata, said = run(3000)
+    idata, said = run(2600)
     past_edge, edge_weight = _stat(idata, "past_edge"), EmulatorSettings().edge_weight
     first = int(np.argmax(np.isfinite(past_edge)))
     assert past_edge[first] > edge_weight and _stat(idata, "emulator_phase")[-1] == 3
@@ -817,31 +850,47 @@ def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optim
     assert run.phase == "correction" and seen == optimisms
 
 
-def test_batch_past_the_sample_edge_weighs_it_by_the_last_proposal():
-    """``edge_weight``: before the correction ends, the farthest tenth of 400 draws
-    resampled from the weighted sample, carried on in two steps (80 points), is evaluated
-    and becomes design points; ``past_edge`` is the largest log weight of those points
-    under the last round's proposal less the largest of that round's own points, written
-    out here.  On a Gaussian posterior the proposals' tails are heavier than the
-    posterior's: no point past the edge outweighs the sample and the run ends."""
+@pytest.mark.parametrize("quantile", [0.01, 0.1])
+def test_check_past_the_sample_edge_weighs_its_points_by_the_last_proposal(monkeypatch,
+                                                                          quantile):
+    """``edge_weight``: before the correction ends, the check evaluates 340 points past
+    the weighted sample's edge in five batches (the farthest fifth of 400 draws resampled
+    from it carried two units on, its farther half also half and one unit: 160 points;
+    then five paths of four steps of nine points), which become design points;
+    ``past_edge`` is the largest log weight under the last round's proposal, less the
+    largest of that round's own points, among the points whose log density is above the
+    weighted sample's 1 % quantile (``EDGE_PROBABLE``); written out here.  On a Gaussian
+    posterior the proposals' tails are heavier than the posterior's: no point past the
+    edge outweighs the sample and the run ends.  At the 10 % quantile no point past the
+    edge is that probable (-inf), though the heaviest outweighs the sample's as at 1 %."""
+    from pymc_kameleon.emulator import engine
+
+    monkeypatch.setattr(engine, "EDGE_PROBABLE", quantile)
     rng = np.random.default_rng(6)
     problem = _problem(rng)
     run = EmulatorRun(problem, EmulatorSettings(), 300, rng)
     while run.phase not in ("done", "fallback"):
         run.step()
     assert run.phase == "done" and run.restarts == 0
-    probes = run.X[-1]
-    assert probes.shape == (80, 2)
+    assert [len(x) for x in run.X[-5:]] == [160, 45, 45, 45, 45] == [
+        len(p) for p in run.prior[-5:]]
+    probes = np.concatenate(run.X[-5:])
     whitening, proposal, n = run.correction.pool.stages[-1]
-    X, prior, lik, _ = run.correction.weighted()
+    X, prior, lik, log_w = run.correction.weighted()
 
-    def log_weight(Y):
-        log_p = np.sum(problem.evaluate(Y), axis=0)
+    def log_weight(Y, log_p):
         return log_p - proposal.logpdf(whitening.rows_to_u(Y)) + whitening.log_det
 
-    expected = np.max(log_weight(probes)) - np.max(log_weight(X[-n:]))
+    log_p = np.sum(problem.evaluate(probes), axis=0)
+    order = np.argsort(prior + lik)
+    cdf = np.cumsum(np.exp(log_w[order] - logsumexp(log_w)))
+    probable = log_p > (prior + lik)[order][np.searchsorted(cdf, quantile)]
+    assert (probable.sum() > 0) == (quantile == 0.01)
+    top = np.max(log_weight(X[-n:], (prior + lik)[-n:]))
+    expected = np.max(log_weight(probes, log_p)[probable], initial=-np.inf) - top
     assert run.past_edge == pytest.approx(expected, rel=1e-9)
     assert run.past_edge <= run.settings.edge_weight
+    assert np.max(log_weight(probes, log_p)) - top > -2.0  # (with or without the filter)
 
 
 def test_mass_past_the_edge_that_the_budget_cannot_chase_is_reported():

@@ -78,9 +78,10 @@ def _check_rows(model, f, prefix: str, n: int = 40) -> None:
 def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeypatch,
                                                         cores, broken):
     """With the emulator, two chains: each chain's rows hold its draws, their weights
-    give its log evidence, and the weighted moments match the exact posterior (means
-    within 0.15 sd, sds within 15 %, each chain); the design's points come with their
-    true terms.  Weights that leave out the proposals' density must fail."""
+    give its log evidence (the recycled pool's where the chain fell back to the stages),
+    and the weighted moments match the exact posterior (means within 0.15 sd, sds within
+    15 %, each chain); the design's points come with their true terms.  Weights that
+    leave out the proposals' density must fail."""
     if broken:
         monkeypatch.setattr(
             "pymc_kameleon.particles.recycling.RecycledPool._own_stage_weights",
@@ -89,12 +90,17 @@ def test_weights_path_keeps_each_chains_weighted_sample(model, tmp_path, monkeyp
     # the broken variant without the check past the sample's edge, which would hand its
     # corrections back and fall back: the file's weights are under test, not the check
     idata = _sample(model, path, cores=cores, emulator={
-        "correction_size": 600, "edge_weight": np.inf if broken else 0.0})
+        "correction_size": 600, **({"edge_weight": np.inf} if broken else {})})
     f = np.load(path)
     assert list(f["value_names"]) == ["x", "s_log__"] and list(f["value_sizes"]) == [2, 1]
     ss = group_dataset(idata, "sample_stats")
-    evidence = [c[-1] for c in per_chain(ss["log_marginal_likelihood"].values, 2,
-                                         ss.attrs.get("chain_stages"))]
+    stages = ss.attrs.get("chain_stages")
+    # a chain the check past the sample's edge sent to the stages (a false alarm on the
+    # scale's tail) returns its recycled pool, whose weights give the recycled evidence
+    fell_back = [c[-1] == 4 for c in per_chain(ss["emulator_phase"].values, 2, stages)]
+    evidence = [(recycled if back else stages_)[-1] for recycled, stages_, back in zip(
+        per_chain(ss["log_evidence_recycled"].values, 2, stages),
+        per_chain(ss["log_marginal_likelihood"].values, 2, stages), fell_back, strict=True)]
     post = group_dataset(idata, "posterior")
     ok = []
     for c in range(2):

@@ -10,9 +10,11 @@ batch does not pile up in one place.  With ``optimism`` the density term reads
 ``mean + optimism sd`` (at most the best mean), so that a region the emulator puts low only
 for want of points there is evaluated too.
 
-:func:`beyond_edge` proposes points just past the edge of a sample, each of its farthest
-draws carried on in the direction it lies from its neighbours: along a curved ridge that
-is the ridge's own direction, where a step outward from the centre would leave it.
+:func:`edge_directions` gives a sample's farthest draws and the direction each lies from
+its neighbours: along a curved ridge that is the ridge's own direction, where a step
+outward from the centre would leave it.  :func:`carry_on` follows such points outward, a
+step at a time, each step keeping the heaviest of a few jittered points: along a ridge
+that bends, a straight path leaves it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from scipy.spatial import cKDTree
 from ..math.whitening import AffineMap
 from .surrogate import LogDensityEmulator, Mode
 
-__all__ = ["batch", "beyond_edge", "initial_design"]
+__all__ = ["batch", "carry_on", "edge_directions", "initial_design"]
 
 
 def initial_design(modes: list[Mode], prior_draws: Callable[[int], np.ndarray], size: int,
@@ -67,18 +69,39 @@ def batch(emulator: LogDensityEmulator, candidates: np.ndarray, size: int,
     return candidates[picked]
 
 
-def beyond_edge(X: np.ndarray, tail: float = 0.1, neighbours: int = 20,
-                steps: tuple[float, ...] = (0.5, 1.0)) -> np.ndarray:
-    """Points past the edge of the sample ``X`` (rows): the ``tail`` share of its draws
-    farthest from its mean (whitened by its covariance), each moved ``steps`` whitened
-    units on, away from the mean of its ``neighbours`` nearest draws."""
+def edge_directions(X: np.ndarray, share: float = 0.1, neighbours: int = 20
+                    ) -> tuple[AffineMap, np.ndarray, np.ndarray]:
+    """The whitening of the sample ``X`` (rows) by its mean and covariance, the ``share`` of
+    its draws farthest from its mean in those coordinates (farthest first), and the unit
+    direction each lies from the mean of its ``neighbours`` nearest draws."""
     whitening = AffineMap.from_sample(X)
     U = whitening.rows_to_u(X)
-    far = np.argsort(-np.sum(U**2, axis=1))[:max(int(tail * len(X)), 1)]
+    far = np.argsort(-np.sum(U**2, axis=1))[:max(int(share * len(X)), 1)]
     away = U[far].copy()  # from the mean, where there are no neighbours
     k = min(neighbours, len(X) - 1)
     if k > 0:
         _, near = cKDTree(U).query(U[far], k=k + 1)  # the first is the draw itself
         away -= U[near[:, 1:]].mean(axis=1)
     away /= np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-12)
-    return whitening.rows_to_x(np.concatenate([U[far] + step * away for step in steps]))
+    return whitening, U[far], away
+
+
+def carry_on(U: np.ndarray, away: np.ndarray, weigh: Callable[[np.ndarray], np.ndarray],
+             rng: np.random.Generator, steps: int = 4, tries: int = 9,
+             jitter: float = 0.3) -> None:
+    """Each row of ``U`` carried ``steps`` units on from ``away`` (unit rows), a unit a
+    step: each step ``weigh`` gets one batch of the straight step and ``tries - 1``
+    points jittered ``jitter`` around it for every row (rows of ``tries`` points each),
+    and returns their log weights; the heaviest of each row's points is kept, and the
+    step to it is the next direction."""
+    U, away = np.array(U, dtype=float), np.array(away, dtype=float)
+    k, d = U.shape
+    for _ in range(steps):
+        ahead = (U + away)[:, None]
+        points = np.concatenate([ahead, ahead + jitter * rng.standard_normal(
+            (k, tries - 1, d))], axis=1)
+        w = np.asarray(weigh(points.reshape(-1, d)), dtype=float).reshape(k, tries)
+        best = points[np.arange(k), np.argmax(np.where(np.isnan(w), -np.inf, w), axis=1)]
+        away = best - U
+        away /= np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-12)
+        U = best

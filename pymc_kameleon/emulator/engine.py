@@ -42,20 +42,26 @@ from ..math.draw_worth import coordinate_worth
 from ..particles.recycling import RecycledPool
 from ..particles.tempering import FreeEvaluations, temper
 from .correction import Correction, correction_proposal
-from .design import batch, beyond_edge, initial_design
+from .design import batch, carry_on, edge_directions, initial_design
 from .settings import ENGINE_DEFAULTS, EmulatorSettings
 from .surrogate import LogDensityEmulator, Mode
 
 __all__ = ["EmulatorProblem", "EmulatorRun", "EmulatorSettings"]
 
-#: Draws resampled from the weighted sample whose farthest tenth, carried on past its edge
-#: in two steps, is the batch of :meth:`EmulatorRun._misses_past_edge` (80 evaluations):
-#: a batch of only ``8 d`` points missed a banana's arms in three runs of six; this one
-#: misses a 4-d banana's in two of twelve, and a larger one a 2-d banana's in one of six
-#: (docs/benchmarks/emulator.md, "emulator-past-edge", "emulator-past-edge-shapes").
-EDGE_SAMPLE = 400
-#: The share of those draws carried on, and the steps each is carried (two points a draw).
-EDGE_TAIL, EDGE_STEPS = 0.1, (0.5, 1.0)
+#: The check past the weighted sample's edge (:meth:`EmulatorRun._misses_past_edge`): of
+#: ``EDGE_SAMPLE`` draws resampled from it, the farthest ``EDGE_FAR`` are carried on
+#: ``EDGE_STEP`` whitened units, the farther half of them also half and one unit (160
+#: points, one batch); the ``EDGE_PATHS`` heaviest are then followed ``EDGE_CHASE`` units
+#: further, each step the heaviest of ``EDGE_TRIES`` (340 evaluations).  The half and one
+#: unit steps alone missed the arms of a 4-d banana in two runs of twelve; followed
+#: outward, the arms' weights mostly grow to 2-9 nats above the sample's, a log scale's
+#: tail's to at most 1.4 (docs/benchmarks/emulator.md, "emulator-past-edge-chase").
+EDGE_SAMPLE, EDGE_FAR, EDGE_STEP = 400, 0.2, 2.0
+EDGE_PATHS, EDGE_CHASE, EDGE_TRIES = 5, 4, 9
+#: A point past the edge counts only where its log density is above this weighted quantile
+#: of the sample's: a curved tail's heavy points lie 8-9 nats below a posterior's top, an
+#: arm's as high as the sample's own draws (docs/benchmarks/emulator.md, as above).
+EDGE_PROBABLE = 0.01
 
 
 @dataclass
@@ -93,7 +99,7 @@ class EmulatorRun:
     moved: tuple = (np.inf, np.inf)  # the emulator posterior's last two moves, in sds
     error: float = np.nan  # the last fit's held-out error near the mode, in nats
     edge: float = np.nan  # share of the emulator's posterior where its sd is above a nat
-    past_edge: float = np.nan  # the last probe past the sample's edge (_misses_past_edge)
+    past_edge: float = np.nan  # the last check past the sample's edge (_misses_past_edge)
     planned: int = 0  # correction rounds left before the weights are judged
     per_round: int = 0  # true evaluations of a correction round
     next_round: int = 0  # of the next one where less is missing (0: per_round)
@@ -155,7 +161,8 @@ class EmulatorRun:
         """True evaluations of the batch past the weighted sample's edge (0: no check)."""
         if not np.isfinite(self.settings.edge_weight):
             return 0
-        return len(EDGE_STEPS) * max(int(EDGE_TAIL * EDGE_SAMPLE), 1)
+        far = int(EDGE_FAR * EDGE_SAMPLE)
+        return far + 2 * (far // 2) + EDGE_PATHS * EDGE_CHASE * EDGE_TRIES
 
     def points(self) -> tuple[np.ndarray, np.ndarray]:
         """Every design point and its true log density."""
@@ -337,36 +344,54 @@ class EmulatorRun:
             self._restart_design(kish, khat)
 
     def _misses_past_edge(self) -> bool:
-        """Whether one batch just past the edge of the weighted sample
-        (:func:`~.design.beyond_edge` of ``EDGE_SAMPLE`` draws of it resampled: the
-        farthest tenth carried on half and one whitened unit) finds a point whose weight
-        under the last round's proposal is more than ``edge_weight`` nats above every
-        weight of that round (``past_edge``): the proposals are lighter than the
-        posterior there and no weight can show the mass they missed.  Along a curved
-        ridge the proposals end short of its arms while k-hat and Kish's ESS look sound
-        (docs/benchmarks/emulator.md, "emulator-past-edge").  The batch becomes design
-        points (used if the design resumes); skipped where the budget cannot pay it."""
+        """Whether a point past the weighted sample's edge both outweighs the sample and is
+        as probable as its draws: its weight under the last round's proposal more than
+        ``edge_weight`` nats above every weight of that round (``past_edge``, the largest
+        such excess, -inf where no point is probable enough), its log density above the
+        sample's ``EDGE_PROBABLE`` quantile.  The points (see ``EDGE_SAMPLE``) go on along
+        the direction each far draw lies from its neighbours
+        (:func:`~.design.edge_directions`), then the heaviest are followed outward
+        (:func:`~.design.carry_on`).  Along a curved ridge the
+        proposals end short of its arms while k-hat and Kish's ESS look sound
+        (docs/benchmarks/emulator.md, "emulator-past-edge").  The points become design
+        points (used if the design resumes); skipped where the budget cannot pay them."""
         s, pool = self.settings, self.correction.pool
         self.past_edge = np.nan  # until it runs: an earlier check's value is not this one's
         if not self.edge_cost() or self.left() < self.edge_cost():
             return False
-        X, prior, lik, _ = pool.weighted()
-        n = pool.stages[-1][2]  # the last round's points, stored last
+        X, prior, lik, log_w = pool.weighted()
         try:
-            probes = beyond_edge(self.correction.resampled(EDGE_SAMPLE, self.rng),
-                                 EDGE_TAIL, steps=EDGE_STEPS)
+            whitening, U, away = edge_directions(
+                self.correction.resampled(EDGE_SAMPLE, self.rng), EDGE_FAR)
         except (ValueError, np.linalg.LinAlgError):  # the sample is a point or two
             return False
-        self._evaluate(probes)
+        probable = _quantile(prior + lik, log_w, EDGE_PROBABLE)
+        last = slice(len(X) - pool.stages[-1][2], len(X))  # the last round's points
+        top = np.max(self._log_weight(X[last], (prior + lik)[last]))
+        excess: list[np.ndarray] = []
 
-        def log_weight(Y, log_p):  # under the last round's proposal
-            return np.where(np.isfinite(log_p), log_p - pool.stage_log_density(Y), -np.inf)
+        def weigh(V):  # one batch: each point's excess, -inf where it is not probable
+            Y = whitening.rows_to_x(V)
+            self._evaluate(Y)
+            log_p = self.prior[-1] + self.lik[-1]
+            excess.append(np.where(log_p > probable, self._log_weight(Y, log_p) - top,
+                                   -np.inf))
+            return self._log_weight(Y, log_p)
 
-        last = slice(len(X) - n, len(X))
-        probe_w = log_weight(probes, self.prior[-1] + self.lik[-1])
-        sample_w = log_weight(X[last], (prior + lik)[last])
-        self.past_edge = float(np.max(probe_w) - np.max(sample_w))
+        tenth = slice(len(U) // 2)  # (farthest first) also just past the edge
+        ahead = U + EDGE_STEP * away
+        w = weigh(np.concatenate([ahead, U[tenth] + 0.5 * away[tenth],
+                                  U[tenth] + away[tenth]]))
+        heavy = np.argsort(-np.where(np.isnan(w[:len(U)]), -np.inf, w[:len(U)]))[:EDGE_PATHS]
+        carry_on(ahead[heavy], away[heavy], weigh, self.rng, EDGE_CHASE, EDGE_TRIES)
+        self.past_edge = float(np.max(np.concatenate(excess)))
         return self.past_edge > s.edge_weight
+
+    def _log_weight(self, Y: np.ndarray, log_p: np.ndarray) -> np.ndarray:
+        """Log weights of rows ``Y`` of true log density ``log_p`` under the last round's
+        proposal (-inf where ``log_p`` is not finite)."""
+        return np.where(np.isfinite(log_p), log_p - self.correction.pool.stage_log_density(Y),
+                        -np.inf)
 
     def _unseen_mode(self) -> bool:
         """Whether the last round's heaviest point outside every mode's Laplace typical set
@@ -458,6 +483,17 @@ def _rises_to(mode: Mode, x: np.ndarray, value: float,
     x = np.asarray(x, dtype=float)
     values = np.asarray(logp_rows(x + t * (mode.mean - x)), dtype=float)
     return bool(np.all(values >= value))  # NaN, -inf (a failed evaluation): a valley
+
+
+def _quantile(values: np.ndarray, log_w: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``values`` weighted by ``exp(log_w)`` (non-finite weights and
+    values count as none and as lowest)."""
+    w = np.exp(log_w - np.max(log_w))
+    w = np.where(np.isfinite(w), w, 0.0)
+    values = np.where(np.isfinite(values), values, -np.inf)
+    order = np.argsort(values)
+    cdf = np.cumsum(w[order])
+    return float(values[order][min(np.searchsorted(cdf, q * cdf[-1]), len(cdf) - 1)])
 
 
 def new_correction() -> Correction:
