@@ -1,4 +1,4 @@
-"""What the batch past the weighted sample's edge (``edge_weight``) changes on a curved ridge.
+"""What the check past the weighted sample's edge (``edge_weight``) changes on a curved ridge.
 
 Usage::
 
@@ -11,9 +11,9 @@ Runs :class:`~pymc_kameleon.emulator.EmulatorRun` (free of PyMC) at its defaults
 banana of :mod:`benchmarks.research.design_edge` (``--twist``: its ``b``) in ``--dim``
 dimensions, or on Neal's funnel (``--shape funnel``: ``v ~ N(0, 3^2)``, each further
 coordinate ``N(0, exp(v))`` given ``v``), either under a ``N(0, 30^2 I)`` prior, once
-without the batch (``edge_weight=inf``) and once with it (the default), and prints per run
+without the check (``edge_weight=inf``) and once with it (the default), and prints per run
 how it ended (with the reason of a fallback), the corrections handed back to the design,
-the last batch's largest weight over the sample's (``past_edge``, in nats), the
+the last check's largest weight over the sample's (``past_edge``, in nats), the
 evaluations, Kish's ESS, Pareto's k-hat and the weighted sample's largest errors against
 exact draws; on the funnel also those of ``v`` alone (the funnel's further coordinates are
 so heavy-tailed that even the exact draws' sd of them is off by tens of percent).
@@ -130,7 +130,7 @@ def controls(seeds: range, draws: int) -> list[dict]:
 
 
 def variants(seeds: range, draws: int, shape: str, dim: int, twist: float) -> list[dict]:
-    """Runs without the batch past the edge and with it (the default) on the ``shape`` of
+    """Runs without the check past the edge and with it (the default) on the ``shape`` of
     :func:`curved_problem`; prints each run and, per variant, how many returned wrong
     draws (on the funnel also counting ``v`` alone)."""
     problem, exact = curved_problem(shape, dim, twist)
