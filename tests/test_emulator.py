@@ -957,15 +957,15 @@ def _largest_errors(X: np.ndarray, log_w: np.ndarray, exact: np.ndarray) -> tupl
 
 
 @pytest.mark.slow  # about 90 s a variant: each run falls back after two restarts
-@pytest.mark.parametrize("edge_weight", [0.0, np.inf])
+@pytest.mark.parametrize("edge_weight", [EmulatorSettings().edge_weight, np.inf])
 def test_a_curved_ridge_is_not_a_silent_wrong_answer(edge_weight):
     """On the banana ``B(0.1, 100)`` at the defaults the correction's proposals end short
     of the arms, and its weights look sound while its sds are 33-86 % off in every run
-    (``docs/benchmarks/emulator.md``, "emulator-banana-arms").  With the batch past the
-    sample's edge (``edge_weight``) each of six runs falls back (its reason said) or
-    returns sds within 30 % and 5 % / 95 % quantiles within 0.4 sds of exact draws (about
-    twice the Monte Carlo error of 400 draws on the arms' coordinate); without it (inf)
-    the test must fail."""
+    (``docs/benchmarks/emulator.md``, "emulator-banana-arms").  With the check past the
+    sample's edge (``edge_weight`` at its default) each of six runs falls back (its
+    reason said) or returns sds within 30 % and 5 % / 95 % quantiles within 0.4 sds of
+    exact draws (about twice the Monte Carlo error of 400 draws on the arms'
+    coordinate); without it (inf) the test must fail."""
     exact = banana_sample(100_000, 2, 0.1, 100.0, rng=0)
     ok = []
     for seed in range(6):
