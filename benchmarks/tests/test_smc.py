@@ -166,10 +166,13 @@ def test_past_edge_script_prints_both_variants_and_the_controls(capsys):
     """``python -m benchmarks.research.past_edge`` on one seed: both variants of the
     banana, then the controls (four targets)."""
     from benchmarks.research import past_edge
+    from pymc_kameleon.emulator import EmulatorSettings
 
     rows = past_edge.main(["--seeds", "1", "1"])
     out = capsys.readouterr().out
-    assert [r["edge_weight"] for r in rows] == [np.inf, 0.0] and out.count("of 1 returned") == 2
+    default = EmulatorSettings().edge_weight
+    assert [r["edge_weight"] for r in rows] == [np.inf, default]
+    assert out.count("of 1 returned") == 2
     rows = past_edge.main(["--controls", "--seeds", "1", "1", "--draws", "200"])
     assert len(rows) == 4 and all("past" in r for r in rows)
 
