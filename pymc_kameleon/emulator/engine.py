@@ -374,9 +374,9 @@ class EmulatorRun:
             Y = whitening.rows_to_x(V)
             self._evaluate(Y)
             log_p = self.prior[-1] + self.lik[-1]
-            excess.append(np.where(log_p > probable, self._log_weight(Y, log_p) - top,
-                                   -np.inf))
-            return self._log_weight(Y, log_p)
+            weights = self._log_weight(Y, log_p)
+            excess.append(np.where(log_p > probable, weights - top, -np.inf))
+            return weights
 
         tenth = slice(len(U) // 2)  # (farthest first) also just past the edge
         ahead = U + EDGE_STEP * away
