@@ -132,7 +132,10 @@ class GaussianProcess:
         bounds = ([tuple(_LOG_LENGTH + np.log(s)) for s in spread]
                   + [tuple(np.add(_LOG_SIGNAL, np.log(scale))),
                      tuple(np.add(_LOG_NOISE, np.log(scale)))])
-        sub = np.argsort(-r)[:max_fit] if n > max_fit else np.arange(n)
+        # the largest values, not residuals: those lie where the mean function is too
+        # low, and lengths fitted there let the emulator ring into spurious peaks far
+        # out (docs/benchmarks/emulator.md, "emulator-past-edge-restart")
+        sub = np.argsort(-y)[:max_fit] if n > max_fit else np.arange(n)
         Xs, rs = X[sub], r[sub]
         diffs = (Xs[:, None, :] - Xs[None, :, :]).transpose(2, 0, 1) ** 2
         starts = [np.r_[np.log(spread), np.log(scale), np.log(1e-3 * scale)]]
