@@ -18,7 +18,7 @@ most one batch of true evaluations apart from the mode search:
    ``max_extra_rounds``; a heavy point behind a valley from every known mode leads to a
    climb, and a new mode found there restarts the correction; before it ends, a batch
    just past the weighted sample's edge checks that no point there would outweigh it
-   (``past_edge``), else the design resumes with that batch among its points.
+   (``past_edge``), else the design resumes with its probable points among its own.
 
 With a ``budget`` of true evaluations the design ends where one more batch would eat into
 what the planned correction needs, the correction's rounds are sized to fit what is left,
@@ -137,7 +137,11 @@ class EmulatorRun:
         return prior + lik
 
     def _evaluate(self, X: np.ndarray) -> None:
-        prior, lik = self._terms(X)
+        """One batch of true evaluations, kept as design points."""
+        self._keep(X, *self._terms(X))
+
+    def _keep(self, X: np.ndarray, prior: np.ndarray, lik: np.ndarray) -> None:
+        """Rows ``X`` and their prior and likelihood terms become design points."""
         self.X.append(np.asarray(X, dtype=float))
         self.prior.append(prior)
         self.lik.append(lik)
@@ -353,8 +357,9 @@ class EmulatorRun:
         (:func:`~.design.edge_directions`), then the heaviest are followed outward
         (:func:`~.design.carry_on`).  Along a curved ridge the
         proposals end short of its arms while k-hat and Kish's ESS look sound
-        (docs/benchmarks/emulator.md, "emulator-past-edge").  The points become design
-        points (used if the design resumes); skipped where the budget cannot pay them."""
+        (docs/benchmarks/emulator.md, "emulator-past-edge").  The probable points become
+        design points (used if the design resumes); skipped where the budget cannot pay
+        them."""
         s, pool = self.settings, self.correction.pool
         self.past_edge = np.nan  # until it runs: an earlier check's value is not this one's
         if not self.edge_cost() or self.left() < self.edge_cost():
@@ -365,17 +370,22 @@ class EmulatorRun:
                 self.correction.resampled(EDGE_SAMPLE, self.rng), EDGE_FAR)
         except (ValueError, np.linalg.LinAlgError):  # the sample is a point or two
             return False
-        probable = _quantile(prior + lik, log_w, EDGE_PROBABLE)
+        floor = _quantile(prior + lik, log_w, EDGE_PROBABLE)
         last = slice(len(X) - pool.stages[-1][2], len(X))  # the last round's points
         top = np.max(self._log_weight(X[last], (prior + lik)[last]))
         excess: list[np.ndarray] = []
 
         def weigh(V):  # one batch: each point's excess, -inf where it is not probable
             Y = whitening.rows_to_x(V)
-            self._evaluate(Y)
-            log_p = self.prior[-1] + self.lik[-1]
+            prior, lik = self._terms(Y)
+            log_p = prior + lik
+            probable = log_p > floor
+            # only these join the design: fitted to the tail's points too, the process
+            # put spurious peaks past the sample, which a resumed design chased until it
+            # fell back (docs/benchmarks/emulator.md, "emulator-past-edge-restart")
+            self._keep(Y[probable], prior[probable], lik[probable])
             weights = self._log_weight(Y, log_p)
-            excess.append(np.where(log_p > probable, weights - top, -np.inf))
+            excess.append(np.where(probable, weights - top, -np.inf))
             return weights
 
         tenth = slice(len(U) // 2)  # (farthest first) also just past the edge
@@ -448,9 +458,7 @@ class EmulatorRun:
             pick = np.concatenate([heavy, self.rng.choice(rest, keep - len(heavy),
                                                           replace=False)])
             X, prior, lik = X[pick], prior[pick], lik[pick]
-        self.X.append(X)
-        self.prior.append(prior)
-        self.lik.append(lik)
+        self._keep(X, prior, lik)
         self.correction, self.extra = new_correction(), 0
 
     def _resume_design(self) -> None:

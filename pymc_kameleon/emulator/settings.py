@@ -68,16 +68,17 @@ class EmulatorSettings:
     edge_weight : float
         Before the correction ends, the farthest draws of 400 resampled from the weighted
         sample are carried on past its edge (along the direction each lies from its
-        neighbours), and the heaviest of them followed further outward, 340 points in all:
-        where a point as probable as the sample's draws (its log density above their 1 %
-        quantile) has a weight under the last round's proposal more than ``edge_weight``
-        nats above every weight of that round (stat ``past_edge``), the proposals are
-        lighter than the posterior there, and the design resumes with those points (a
-        failed correction, as for ``max_restarts``).  Along a curved ridge the proposals
-        end short of its arms while Pareto's k-hat and Kish's ESS look sound.  The arms'
-        points mostly outweigh the sample by 2-9 nats, a log scale's tail by up to 1.4:
-        a lower value misses fewer arms and falls back on more right answers
-        (``docs/benchmarks/emulator.md``, "emulator-past-edge-chase"; inf: no such
+        neighbours), and the heaviest of them followed further outward, 340 points in
+        all.  Where a point as probable as the sample's draws (its log density above their
+        1 % quantile) has a weight under the last round's proposal more than
+        ``edge_weight`` nats above every weight of that round (stat ``past_edge``), the
+        proposals are lighter than the posterior there, and the design resumes with the
+        probable points (a failed correction, as for ``max_restarts``).  Along a curved
+        ridge the proposals end short of its arms while Pareto's k-hat and Kish's ESS
+        look sound.  The arms' points mostly outweigh the sample by 2-9 nats, a log
+        scale's tail by up to 1.4; at 0 a false alarm there mostly costs a restart of
+        the design, its answer right, and a higher value lets more arms through
+        (``docs/benchmarks/emulator.md``, "emulator-past-edge-restart"; inf: no such
         check).  Not where the budget ends the correction first, nor where fewer than
         340 evaluations are left: a warning then says that it did not run.
     max_khat, min_ess : float
@@ -158,7 +159,7 @@ class EmulatorSettings:
     target_ess: float = 1.0
     max_extra_rounds: int = 4
     max_restarts: int = 2
-    edge_weight: float = 1.0
+    edge_weight: float = 0.0
     handover: int | None = None
     max_khat: float = MAX_KHAT
     min_ess: float = 0.5
