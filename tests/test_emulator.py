@@ -883,23 +883,37 @@ def test_tail_probe_follows_the_settled_design(monkeypatch, probe, settle, optim
     assert run.phase == "correction" and seen == optimisms
 
 
-@pytest.mark.parametrize("quantile", [0.01, 0.1])
+@pytest.mark.parametrize("quantile, margin", [(0.01, None), (0.1, None), (0.01, -4.0)])
 def test_check_past_the_sample_edge_weighs_its_points_by_the_last_proposal(monkeypatch,
-                                                                          quantile):
+                                                                          quantile, margin):
     """``edge_weight``: before the correction ends, the check evaluates 340 points past
     the weighted sample's edge in five batches (the farthest fifth of 400 draws resampled
     from it carried two units on, its farther half also half and one unit: 160 points;
     then five paths of four steps of nine points); ``past_edge`` is the largest log
     weight under the last round's proposal, less the largest of that round's own points,
     among the points whose log density is above the weighted sample's 1 % quantile
-    (``EDGE_PROBABLE``); written out here.  Those probable points, and only they, become
+    (``EDGE_PROBABLE``); the design's points farther out (in the sample's whitened
+    coordinates) than the nearest of the far draws count too, ``EDGE_DESIGN_MARGIN``
+    nats lighter; written out here.  The probable new points, and only they, become
     design points.  On a Gaussian posterior the proposals' tails are heavier than the
     posterior's: no point past the edge outweighs the sample and the run ends.  At the
-    10 % quantile no point past the edge is that probable (-inf) and none joins the
-    design, though the heaviest outweighs the sample's as at 1 %."""
-    from pymc_kameleon.emulator import engine
+    10 % quantile no new point is that probable and none joins the design (the design's
+    own points decide), though the heaviest outweighs the sample's as at 1 %.  With the
+    design's points 4 nats heavier than they are, they outweigh the sample and the
+    design resumes."""
+    from pymc_kameleon.emulator import design, engine
 
     monkeypatch.setattr(engine, "EDGE_PROBABLE", quantile)
+    if margin is not None:
+        monkeypatch.setattr(engine, "EDGE_DESIGN_MARGIN", margin)
+    margin = engine.EDGE_DESIGN_MARGIN
+    edges = []  # what the check found the sample's edge to be
+
+    def recorded(*args, **kwargs):
+        edges.append(design.edge_directions(*args, **kwargs))
+        return edges[-1]
+
+    monkeypatch.setattr(engine, "edge_directions", recorded)
     rng = np.random.default_rng(6)
     problem = _problem(rng)
     batches = []  # every batch of true evaluations, in order
@@ -909,13 +923,15 @@ def test_check_past_the_sample_edge_weighs_its_points_by_the_last_proposal(monke
         return problem.evaluate(X)
 
     run = EmulatorRun(replace(problem, evaluate=evaluate), EmulatorSettings(), 300, rng)
-    while run.phase not in ("done", "fallback"):
+    while not edges and run.phase not in ("done", "fallback"):
+        D, correction = np.concatenate([np.empty((0, 2)), *run.X]), run.correction  # as
+        # the check finds them
         run.step()
-    assert run.phase == "done" and run.restarts == 0
+    assert edges and run.restarts == (run.past_edge > run.settings.edge_weight)
     assert [len(x) for x in batches[-5:]] == [160, 45, 45, 45, 45]
     probes = np.concatenate(batches[-5:])
-    whitening, proposal, n = run.correction.pool.stages[-1]
-    X, prior, lik, log_w = run.correction.weighted()
+    whitening, proposal, n = correction.pool.stages[-1]
+    X, prior, lik, log_w = correction.weighted()
 
     def log_weight(Y, log_p):
         return log_p - proposal.logpdf(whitening.rows_to_u(Y)) + whitening.log_det
@@ -926,14 +942,18 @@ def test_check_past_the_sample_edge_weighs_its_points_by_the_last_proposal(monke
     floor = (prior + lik)[order][np.searchsorted(cdf, quantile)]
     probable = log_p > floor
     assert (probable.sum() > 0) == (quantile == 0.01)
-    kept = np.concatenate(run.X[-5:])
+    kept = np.concatenate(run.X)[len(D):len(D) + probable.sum()]
     np.testing.assert_array_equal(kept, probes[probable])
-    np.testing.assert_allclose(np.concatenate(run.prior[-5:]) + np.concatenate(run.lik[-5:]),
-                               log_p[probable])
     top = np.max(log_weight(X[-n:], (prior + lik)[-n:]))
-    expected = np.max(log_weight(probes, log_p)[probable], initial=-np.inf) - top
-    assert run.past_edge == pytest.approx(expected, rel=1e-9)
-    assert run.past_edge <= run.settings.edge_weight
+    new = np.max(log_weight(probes, log_p)[probable], initial=-np.inf) - top
+    edge, U, _ = edges[-1]
+    past = np.sum(edge.rows_to_u(D) ** 2, axis=1) > np.min(np.sum(U**2, axis=1))
+    log_p_design = np.sum(problem.evaluate(D), axis=0)
+    old = np.max(log_weight(D, log_p_design)[past & (log_p_design > floor)],
+                 initial=-np.inf) - top - margin
+    assert past.any() and run.past_edge == pytest.approx(max(new, old), rel=1e-9)
+    assert (run.past_edge <= run.settings.edge_weight) == (margin > 0)
+    assert (old > new) == (margin < 0 or quantile == 0.1)  # where the design's points decide
     assert np.max(log_weight(probes, log_p)) - top > -2.0  # (with or without the filter)
 
 

@@ -62,6 +62,11 @@ EDGE_PATHS, EDGE_CHASE, EDGE_TRIES = 5, 4, 9
 #: of the sample's: a curved tail's heavy points lie 8-9 nats below a posterior's top, an
 #: arm's as high as the sample's own draws (docs/benchmarks/emulator.md, as above).
 EDGE_PROBABLE = 0.01
+#: The design's own points past the edge count too, this many nats lighter: a resumed
+#: design's points in a curved ridge's arm outweighed the sample by 1-13 nats where the
+#: check's points did not, a plain Gaussian's and a log scale's by at most 0.4
+#: (docs/benchmarks/emulator.md, "emulator-past-edge-design").
+EDGE_DESIGN_MARGIN = 1.0
 
 
 @dataclass
@@ -355,7 +360,8 @@ class EmulatorRun:
         sample's ``EDGE_PROBABLE`` quantile.  The points (see ``EDGE_SAMPLE``) go on along
         the direction each far draw lies from its neighbours
         (:func:`~.design.edge_directions`), then the heaviest are followed outward
-        (:func:`~.design.carry_on`).  Along a curved ridge the
+        (:func:`~.design.carry_on`); the design's points farther out than the nearest far
+        draw count too, ``EDGE_DESIGN_MARGIN`` nats lighter.  Along a curved ridge the
         proposals end short of its arms while k-hat and Kish's ESS look sound
         (docs/benchmarks/emulator.md, "emulator-past-edge").  The probable points become
         design points (used if the design resumes); skipped where the budget cannot pay
@@ -373,7 +379,10 @@ class EmulatorRun:
         floor = _quantile(prior + lik, log_w, EDGE_PROBABLE)
         last = slice(len(X) - pool.stages[-1][2], len(X))  # the last round's points
         top = np.max(self._log_weight(X[last], (prior + lik)[last]))
-        excess: list[np.ndarray] = []
+        D, log_p = self.points()  # the design's points farther out than the nearest far draw
+        past = np.sum(whitening.rows_to_u(D) ** 2, axis=1) > np.min(np.sum(U**2, axis=1))
+        excess = [np.where(past & (log_p > floor),
+                           self._log_weight(D, log_p) - top - EDGE_DESIGN_MARGIN, -np.inf)]
 
         def weigh(V):  # one batch: each point's excess, -inf where it is not probable
             Y = whitening.rows_to_x(V)

@@ -69,18 +69,20 @@ class EmulatorSettings:
         Before the correction ends, the farthest draws of 400 resampled from the weighted
         sample are carried on past its edge (along the direction each lies from its
         neighbours), and the heaviest of them followed further outward, 340 points in
-        all.  Where a point as probable as the sample's draws (its log density above their
-        1 % quantile) has a weight under the last round's proposal more than
-        ``edge_weight`` nats above every weight of that round (stat ``past_edge``), the
-        proposals are lighter than the posterior there, and the design resumes with the
-        probable points (a failed correction, as for ``max_restarts``).  Along a curved
-        ridge the proposals end short of its arms while Pareto's k-hat and Kish's ESS
-        look sound.  The arms' points mostly outweigh the sample by 2-9 nats, a log
-        scale's tail by up to 1.4; at 0 a false alarm there mostly costs a restart of
-        the design, its answer right, and a higher value lets more arms through
-        (``docs/benchmarks/emulator.md``, "emulator-past-edge-restart"; inf: no such
-        check).  Not where the budget ends the correction first, nor where fewer than
-        340 evaluations are left: a warning then says that it did not run.
+        all; the design's own points past the edge count too, a nat lighter.  Where a
+        point as probable as the sample's draws (its log density above their 1 %
+        quantile) has a weight under the last round's proposal more than ``edge_weight``
+        nats above every weight of that round (stat ``past_edge``), the proposals are
+        lighter than the posterior there, and the design resumes with the probable points
+        (a failed correction, as for ``max_restarts``).  Along a curved ridge the
+        proposals end short of its arms while Pareto's k-hat and Kish's ESS look sound.
+        The arms' points mostly outweigh the sample by 2-9 nats, a log scale's tail by
+        up to 1.4; at 0 a false alarm there mostly costs a restart of the design, its
+        answer right, and a higher value lets more arms through
+        (``docs/benchmarks/emulator.md``, "emulator-past-edge-restart" and
+        "emulator-past-edge-design"; inf: no such check).  Not where the budget ends the
+        correction first, nor where fewer than 340 evaluations are left: a warning then
+        says that it did not run.
     max_khat, min_ess : float
         Pareto's k-hat above ``max_khat``, or Kish's ESS below ``min_ess`` times the
         draws, after the extra rounds: the run falls back.
