@@ -64,7 +64,7 @@ EDGE_PATHS, EDGE_CHASE, EDGE_TRIES = 5, 4, 9
 EDGE_PROBABLE = 0.01
 #: The design's own points past the edge count too, this many nats lighter: a resumed
 #: design's points in a curved ridge's arm outweighed the sample by 1-13 nats where the
-#: check's points did not, a plain Gaussian's and a log scale's by at most 0.4
+#: check's points did not, a plain Gaussian's and a log scale's by at most 0.6
 #: (docs/benchmarks/emulator.md, "emulator-past-edge-design").
 EDGE_DESIGN_MARGIN = 1.0
 
